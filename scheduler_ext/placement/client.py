@@ -1,0 +1,89 @@
+"""The placement client protocol: what the scheduler reads and writes.
+
+Two backends implement it: ``EmbeddedPlacement`` (in memory, placement's
+semantics, for the default run and unit tests) and ``HttpPlacement`` (a real
+placement through keystoneauth1). Both validate input the same way before
+anything changes and raise the typed errors of ``scheduler_ext.errors``.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Protocol, runtime_checkable
+
+from scheduler_ext.placement.model import (
+    AllocationWrite, Allocations, ConsumerAllocations, FleetSnapshot, Inventory,
+    Provider)
+
+
+@runtime_checkable
+class PlacementClient(Protocol):
+    # --- providers and their set-up -------------------------------------
+    def list_providers(self) -> list[Provider]: ...
+
+    def get_provider(self, rp_uuid: str) -> Provider: ...
+
+    def create_provider(self, name: str, uuid: str | None = None,
+                        parent_provider_uuid: str | None = None) -> Provider: ...
+
+    def delete_provider(self, rp_uuid: str) -> None: ...
+
+    def create_resource_class(self, name: str) -> None:
+        """Create a ``CUSTOM_*`` class; no error if it exists."""
+
+    def create_trait(self, name: str) -> None:
+        """Create a ``CUSTOM_*`` trait; no error if it exists."""
+
+    def get_inventories(self, rp_uuid: str) -> tuple[int, dict[str, Inventory]]:
+        """(provider generation, inventories by class)."""
+
+    def set_inventories(self, rp_uuid: str, generation: int,
+                        inventories: Mapping[str, Inventory]) -> int:
+        """Replace all inventories; returns the new provider generation."""
+
+    def get_traits(self, rp_uuid: str) -> tuple[int, frozenset[str]]: ...
+
+    def set_traits(self, rp_uuid: str, generation: int,
+                   traits: Iterable[str]) -> int: ...
+
+    def get_aggregates(self, rp_uuid: str) -> tuple[int, frozenset[str]]: ...
+
+    def set_aggregates(self, rp_uuid: str, generation: int,
+                       aggregates: Iterable[str]) -> int: ...
+
+    # --- usage and allocations ------------------------------------------
+    def get_usages(self, rp_uuid: str) -> dict[str, int]:
+        """Used amount per class that has inventory (0 when unused)."""
+
+    def get_consumer(self, consumer_uuid: str) -> ConsumerAllocations: ...
+
+    def get_provider_allocations(self, rp_uuid: str) -> dict[str, dict[str, int]]:
+        """consumer uuid -> class -> amount, on this provider."""
+
+    def put_allocations(self, consumer_uuid: str, write: AllocationWrite) -> None:
+        """Replace one consumer's allocations (PUT /allocations/{consumer})."""
+
+    def post_allocations(self, writes: Mapping[str, AllocationWrite]) -> None:
+        """Replace several consumers' allocations in one transaction."""
+
+    def delete_allocations(self, consumer_uuid: str) -> None:
+        """Delete everything a consumer holds; NotFound if it holds nothing."""
+
+    def snapshot(self) -> FleetSnapshot:
+        """Read every provider for the engine."""
+
+
+def add_allocations(total: dict[str, dict[str, int]], allocs: Allocations,
+                    sign: int = 1) -> dict[str, dict[str, int]]:
+    """Add (or with ``sign=-1`` subtract) ``allocs`` into ``total`` in place;
+    zero entries are dropped. Returns ``total``."""
+    for rp, resources in allocs.items():
+        row = total.setdefault(rp, {})
+        for rc, n in resources.items():
+            value = row.get(rc, 0) + sign * n
+            if value:
+                row[rc] = value
+            else:
+                row.pop(rc, None)
+        if not row:
+            total.pop(rp, None)
+    return total

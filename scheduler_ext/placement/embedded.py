@@ -1,0 +1,377 @@
+"""An in-memory placement with the real service's semantics.
+
+It serves the default run (no services) and the fast unit tests, and is
+held to the real ``openstack-placement`` by the differential tests in
+``tests/functional``. Behaviour copied from placement 16.0.0 at microversion
+1.39, including its corner cases:
+
+* a write first drops every named consumer's allocations, then checks each
+  row's min/max/step and, summed per (provider, class), the float capacity
+  ``(total - reserved) * allocation_ratio``; an already over-full provider
+  accepts a write that does not raise its usage;
+* the write bumps the generation of every provider named in the new rows
+  (or, for an emptied consumer, in its old rows) and of every such consumer,
+  and deletes consumers left without allocations;
+* a consumer is created (generation 0) before the providers are looked up,
+  so a write naming an unknown provider (400) leaves that consumer behind,
+  as placement does; any later failure removes it again;
+* ``DELETE /allocations`` bumps no provider generation.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import threading
+import uuid as uuidlib
+from typing import Iterable, Mapping
+
+from scheduler_ext import errors
+from scheduler_ext.placement import validation
+from scheduler_ext.placement.model import (
+    AllocationWrite, ConsumerAllocations, FleetSnapshot, Inventory, Provider,
+    ProviderRecord)
+
+
+@dataclasses.dataclass
+class _Provider:
+    uuid: str
+    name: str
+    parent: str | None
+    root: str
+    generation: int = 0
+    inventories: dict[str, Inventory] = dataclasses.field(default_factory=dict)
+    traits: frozenset[str] = frozenset()
+    aggregates: frozenset[str] = frozenset()
+
+    def public(self) -> Provider:
+        return Provider(self.uuid, self.name, self.generation, self.root, self.parent)
+
+
+@dataclasses.dataclass
+class _Consumer:
+    project_id: str
+    user_id: str
+    consumer_type: str
+    generation: int = 0
+    # rp uuid -> rc -> amount; insertion order is placement's row order
+    allocations: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
+
+
+class EmbeddedPlacement:
+    """In-memory placement implementing ``PlacementClient``. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._providers: dict[str, _Provider] = {}
+        self._consumers: dict[str, _Consumer] = {}
+        self._custom_rcs: set[str] = set()
+        self._custom_traits: set[str] = set()
+        # (rp, rc) -> used, kept equal to the sum over consumers
+        self._usage: dict[tuple[str, str], int] = {}
+
+    # ------------------------------------------------------------ helpers
+    def _provider(self, rp_uuid: str) -> _Provider:
+        rp_uuid = validation.uuid(rp_uuid, "resource_provider_uuid")
+        try:
+            return self._providers[rp_uuid]
+        except KeyError:
+            raise errors.NotFound(
+                f"resource provider {rp_uuid} not found",
+                code=errors.PROVIDER_NOT_FOUND) from None
+
+    def _known_rc(self, rc: str) -> bool:
+        return not rc.startswith("CUSTOM_") or rc in self._custom_rcs
+
+    def _known_trait(self, name: str) -> bool:
+        return not name.startswith("CUSTOM_") or name in self._custom_traits
+
+    @staticmethod
+    def _check_generation(prov: _Provider, generation: int) -> None:
+        validation.generation(generation, "resource_provider_generation")
+        if prov.generation != generation:
+            raise errors.ConcurrentUpdate(
+                f"resource provider {prov.uuid} generation conflict: "
+                f"expected {prov.generation}, got {generation}")
+
+    # ---------------------------------------------------------- providers
+    def list_providers(self) -> list[Provider]:
+        with self._lock:
+            return [p.public() for p in self._providers.values()]
+
+    def get_provider(self, rp_uuid: str) -> Provider:
+        with self._lock:
+            return self._provider(rp_uuid).public()
+
+    def create_provider(self, name: str, uuid: str | None = None,
+                        parent_provider_uuid: str | None = None) -> Provider:
+        name = validation.provider_name(name)
+        rp_uuid = validation.uuid(uuid, "uuid") if uuid else str(uuidlib.uuid4())
+        with self._lock:
+            parent = None
+            if parent_provider_uuid is not None:
+                parent_provider_uuid = validation.uuid(
+                    parent_provider_uuid, "parent_provider_uuid")
+                parent = self._providers.get(parent_provider_uuid)
+                if parent is None:
+                    raise errors.InvalidRequest(
+                        f"parent provider {parent_provider_uuid} does not exist",
+                        field="parent_provider_uuid", value=parent_provider_uuid)
+            if rp_uuid in self._providers:
+                raise errors.Conflict(f"provider uuid {rp_uuid} already exists",
+                                      code=errors.DUPLICATE_NAME)
+            if any(p.name == name for p in self._providers.values()):
+                raise errors.Conflict(f"provider name {name!r} already exists",
+                                      code=errors.DUPLICATE_NAME)
+            prov = _Provider(rp_uuid, name, parent_provider_uuid,
+                             parent.root if parent else rp_uuid)
+            self._providers[rp_uuid] = prov
+            return prov.public()
+
+    def delete_provider(self, rp_uuid: str) -> None:
+        with self._lock:
+            prov = self._provider(rp_uuid)
+            if any(rp == prov.uuid for rp, _ in self._usage):
+                raise errors.InUse(f"provider {prov.uuid} has allocations",
+                                   code=errors.PROVIDER_IN_USE)
+            if any(p.parent == prov.uuid for p in self._providers.values()):
+                raise errors.Conflict(f"provider {prov.uuid} has children",
+                                      code=errors.PROVIDER_CANNOT_DELETE_PARENT)
+            del self._providers[prov.uuid]
+
+    def create_resource_class(self, name: str) -> None:
+        name = validation.custom_name(name, "resource_class")
+        with self._lock:
+            self._custom_rcs.add(name)
+
+    def create_trait(self, name: str) -> None:
+        name = validation.custom_name(name, "trait")
+        with self._lock:
+            self._custom_traits.add(name)
+
+    def get_inventories(self, rp_uuid: str) -> tuple[int, dict[str, Inventory]]:
+        with self._lock:
+            prov = self._provider(rp_uuid)
+            return prov.generation, dict(prov.inventories)
+
+    def set_inventories(self, rp_uuid: str, generation: int,
+                        inventories: Mapping[str, Inventory]) -> int:
+        invs = validation.inventories(inventories)
+        with self._lock:
+            prov = self._provider(rp_uuid)
+            self._check_generation(prov, generation)
+            for rc in invs:
+                if not self._known_rc(rc):
+                    raise errors.InvalidRequest(
+                        f"unknown resource class {rc} in inventory of {prov.uuid}",
+                        field="resource_class", value=rc)
+            for rc in sorted(set(prov.inventories) - set(invs)):
+                if self._usage.get((prov.uuid, rc)):
+                    raise errors.InUse(
+                        f"cannot remove {rc} inventory of {prov.uuid}: "
+                        f"{self._usage[(prov.uuid, rc)]} in use",
+                        code=errors.INVENTORY_INUSE)
+            prov.inventories = invs
+            prov.generation += 1
+            return prov.generation
+
+    def get_traits(self, rp_uuid: str) -> tuple[int, frozenset[str]]:
+        with self._lock:
+            prov = self._provider(rp_uuid)
+            return prov.generation, prov.traits
+
+    def set_traits(self, rp_uuid: str, generation: int,
+                   traits: Iterable[str]) -> int:
+        names = validation.names(traits, validation.trait, "traits")
+        with self._lock:
+            prov = self._provider(rp_uuid)
+            self._check_generation(prov, generation)
+            unknown = sorted(t for t in names if not self._known_trait(t))
+            if unknown:
+                raise errors.InvalidRequest(f"no such trait(s): {', '.join(unknown)}",
+                                            field="traits", value=unknown)
+            prov.traits = names
+            prov.generation += 1
+            return prov.generation
+
+    def get_aggregates(self, rp_uuid: str) -> tuple[int, frozenset[str]]:
+        with self._lock:
+            prov = self._provider(rp_uuid)
+            return prov.generation, prov.aggregates
+
+    def set_aggregates(self, rp_uuid: str, generation: int,
+                       aggregates: Iterable[str]) -> int:
+        aggs = validation.names(aggregates, validation.uuid, "aggregates")
+        with self._lock:
+            prov = self._provider(rp_uuid)
+            self._check_generation(prov, generation)
+            prov.aggregates = aggs
+            prov.generation += 1
+            return prov.generation
+
+    # -------------------------------------------------------- allocations
+    def get_usages(self, rp_uuid: str) -> dict[str, int]:
+        with self._lock:
+            prov = self._provider(rp_uuid)
+            return {rc: self._usage.get((prov.uuid, rc), 0)
+                    for rc in prov.inventories}
+
+    def get_consumer(self, consumer_uuid: str) -> ConsumerAllocations:
+        consumer_uuid = validation.uuid(consumer_uuid, "consumer_uuid")
+        with self._lock:
+            cons = self._consumers.get(consumer_uuid)
+            if cons is None or not cons.allocations:
+                return ConsumerAllocations({})
+            return ConsumerAllocations(
+                copy.deepcopy(cons.allocations), cons.generation,
+                cons.project_id, cons.user_id, cons.consumer_type)
+
+    def get_provider_allocations(self, rp_uuid: str) -> dict[str, dict[str, int]]:
+        with self._lock:
+            prov = self._provider(rp_uuid)
+            return {c: dict(cons.allocations[prov.uuid])
+                    for c, cons in self._consumers.items()
+                    if prov.uuid in cons.allocations}
+
+    def put_allocations(self, consumer_uuid: str, write: AllocationWrite) -> None:
+        self.post_allocations({consumer_uuid: write})
+
+    def post_allocations(self, writes: Mapping[str, AllocationWrite]) -> None:
+        if not isinstance(writes, Mapping) or not writes:
+            raise validation.bad("allocations", writes,
+                                 "must name at least one consumer")
+        checked = dict(validation.allocation_write(c, w) for c, w in writes.items())
+        with self._lock:
+            created = self._ensure_consumers(checked)
+            for write in checked.values():
+                for rp in write.allocations:
+                    if rp not in self._providers:
+                        # placement keeps the consumers created above here
+                        raise errors.InvalidRequest(
+                            f"allocation for resource provider {rp} "
+                            "that does not exist", field="resource_provider",
+                            value=rp)
+            try:
+                self._replace_all(checked)
+            except errors.PlacementError:
+                for c in created:
+                    self._consumers.pop(c, None)
+                raise
+
+    def delete_allocations(self, consumer_uuid: str) -> None:
+        consumer_uuid = validation.uuid(consumer_uuid, "consumer_uuid")
+        with self._lock:
+            cons = self._consumers.get(consumer_uuid)
+            if cons is None or not cons.allocations:
+                raise errors.NotFound(f"no allocations for consumer {consumer_uuid}")
+            self._apply(cons.allocations, -1)
+            del self._consumers[consumer_uuid]
+
+    def snapshot(self) -> FleetSnapshot:
+        with self._lock:
+            return FleetSnapshot(tuple(
+                ProviderRecord(p.public(), dict(p.inventories),
+                               {rc: self._usage.get((p.uuid, rc), 0)
+                                for rc in p.inventories},
+                               p.traits, p.aggregates)
+                for p in self._providers.values()))
+
+    # ------------------------------------------------------ write internals
+    def _ensure_consumers(self, checked: Mapping[str, AllocationWrite]) -> list[str]:
+        """Check consumer generations, creating unknown consumers; on a
+        conflict the consumers created here are removed again."""
+        created: list[str] = []
+        for c, write in checked.items():
+            cons = self._consumers.get(c)
+            expected = cons.generation if cons else None
+            if write.consumer_generation != expected:
+                for new in created:
+                    del self._consumers[new]
+                raise errors.ConcurrentUpdate(
+                    f"consumer generation conflict for {c}: expected "
+                    f"{'null' if expected is None else expected}, got "
+                    f"{'null' if write.consumer_generation is None else write.consumer_generation}")
+            if cons is None:
+                self._consumers[c] = _Consumer(write.project_id, write.user_id,
+                                               write.consumer_type)
+                created.append(c)
+        return created
+
+    def _replace_all(self, checked: Mapping[str, AllocationWrite]) -> None:
+        # rows: (consumer, rp, rc, amount); 0 marks an emptied consumer's row
+        rows: list[tuple[str, str, str, int]] = []
+        for c, write in checked.items():
+            if write.allocations:
+                rows += [(c, rp, rc, n) for rp, res in write.allocations.items()
+                         for rc, n in res.items()]
+            else:
+                rows += [(c, rp, rc, 0) for rp, res in
+                         self._consumers[c].allocations.items() for rc in res]
+        for _, _, rc, _ in rows:
+            if not self._known_rc(rc):
+                raise errors.InvalidRequest(
+                    f"unable to allocate inventory: no such resource class {rc}",
+                    field="resource_class", value=rc)
+        # usage after dropping the named consumers' allocations
+        old = {c: self._consumers[c].allocations for c in checked}
+        prev = {(rp, rc): self._usage[(rp, rc)] for _, rp, rc, _ in rows
+                if (rp, rc) in self._usage}
+        used = dict(self._usage)
+        for allocs in old.values():
+            for rp, res in allocs.items():
+                for rc, n in res.items():
+                    used[(rp, rc)] -= n
+        rcs = {rc for _, _, rc, _ in rows}
+        missing = sorted({rp for _, rp, _, _ in rows
+                          if not rcs & set(self._providers[rp].inventories)})
+        if missing:
+            raise errors.CapacityExceeded(
+                f"unable to allocate inventory: no inventory of "
+                f"{', '.join(sorted(rcs))} on {', '.join(missing)}")
+        summed: dict[tuple[str, str], int] = {}
+        for c, rp, rc, n in rows:
+            summed[(rp, rc)] = summed.get((rp, rc), 0) + n
+            if n == 0:
+                continue
+            inv = self._providers[rp].inventories.get(rc)
+            if inv is None:
+                raise errors.CapacityExceeded(
+                    f"unable to allocate inventory: provider {rp} has no {rc} "
+                    "inventory")
+            if n < inv.min_unit or n > inv.max_unit or n % inv.step_size:
+                raise errors.CapacityExceeded(
+                    f"unable to allocate inventory: {rc}={n} for consumer {c} on "
+                    f"{rp} violates min_unit {inv.min_unit}, max_unit "
+                    f"{inv.max_unit} or step_size {inv.step_size}")
+            base = used.get((rp, rc), 0)
+            if inv.capacity < base + summed[(rp, rc)]:
+                before = prev.get((rp, rc))
+                if before is None or base + summed[(rp, rc)] > before:
+                    raise errors.CapacityExceeded(
+                        f"unable to allocate inventory: {rc} on {rp} would use "
+                        f"{base + summed[(rp, rc)]} of capacity {inv.capacity:g}")
+        # commit
+        for c, allocs in old.items():
+            self._apply(allocs, -1)
+            self._consumers[c].allocations = {}
+        for c, write in checked.items():
+            cons = self._consumers[c]
+            cons.project_id, cons.user_id = write.project_id, write.user_id
+            cons.consumer_type = write.consumer_type
+            cons.allocations = {rp: dict(res) for rp, res in write.allocations.items()}
+            self._apply(cons.allocations, +1)
+        for rp in dict.fromkeys(rp for _, rp, _, _ in rows):
+            self._providers[rp].generation += 1
+        for c in dict.fromkeys(c for c, _, _, _ in rows):
+            self._consumers[c].generation += 1
+            if not self._consumers[c].allocations:
+                del self._consumers[c]
+
+    def _apply(self, allocs: Mapping[str, Mapping[str, int]], sign: int) -> None:
+        for rp, res in allocs.items():
+            for rc, n in res.items():
+                value = self._usage.get((rp, rc), 0) + sign * n
+                if value:
+                    self._usage[(rp, rc)] = value
+                else:
+                    self._usage.pop((rp, rc), None)
