@@ -1,0 +1,47 @@
+"""The ``scheduler-ext`` command: one sub-command per operator job.
+
+Each sub-command lives in its own module exposing ``add_arguments(parser)``
+and ``run(args) -> int``; this file only wires them together.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from scheduler_ext import errors
+
+#: sub-command -> (module, one-line help)
+COMMANDS = {
+    "simulate": ("scheduler_ext.simulate",
+                 "replay resize/migrate scenarios on an embedded placement"),
+    "bench": ("scheduler_ext.bench",
+              "measure the numpy engine against baselines, as ratios"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="scheduler-ext",
+        description="Operator tools of the scheduler-ext nova scheduler extension.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (module, help_text) in COMMANDS.items():
+        mod = importlib.import_module(module)
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args._run(args)
+    except errors.SchedulerExtError as exc:
+        print(f"scheduler-ext {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
