@@ -1,0 +1,94 @@
+"""``[scheduler_ext]``: the driver, its move strategy and its engine."""
+
+from __future__ import annotations
+
+from oslo_config import cfg
+
+GROUP = "scheduler_ext"
+
+OPTS = [
+    cfg.StrOpt(
+        "placement_backend", default="http", choices=[
+            ("http", "a placement service, reached with the [placement] "
+                     "options (what a nova deployment uses)"),
+            ("embedded", "an in-memory placement inside this process "
+                         "(simulations and tests only: it is lost on exit)")],
+        help="Where allocations are read and written."),
+    cfg.StrOpt(
+        "engine", default="numpy",
+        help="Name of the candidate engine in the 'scheduler_ext.engine' "
+             "entry-point namespace. 'numpy' filters every provider's "
+             "capacity in memory; it raises Unsupported for queries it "
+             "cannot answer exactly and the driver then asks placement."),
+    cfg.StrOpt(
+        "move_strategy", default="same_host",
+        help="Name of the move strategy in the 'scheduler_ext.move_strategy' "
+             "entry-point namespace. 'same_host' releases a moving server's "
+             "old allocations from the capacity view before choosing, so a "
+             "resize can stay on a full host (nova bug 1790204), and keeps "
+             "every source allocation, sharing providers included, while a "
+             "move to another host is in progress. 'stock' reproduces nova's "
+             "own behaviour (the old allocations count against the source), "
+             "for comparison."),
+    cfg.BoolOpt(
+        "prefer_same_host", default=False,
+        help="When the source host and other hosts all fit a resize, pick "
+             "the source host regardless of weights. A same-host resize "
+             "copies no disk over the network and frees no capacity "
+             "elsewhere; it also concentrates growth on hosts that already "
+             "run the server. False leaves the choice to the weighers. Only "
+             "used when the request allows the same host."),
+    cfg.IntOpt(
+        "max_alternates", default=2, min=0, max=100,
+        help="Alternate hosts returned with each selection (after the "
+             "claimed one), for nova's conductor to claim if the build or "
+             "resize fails there. nova's default [scheduler]max_attempts=3 "
+             "matches 2. An alternate is only offered if its allocation "
+             "request can be claimed in the state the conductor will claim "
+             "it in (the old allocations still held by the migration)."),
+    cfg.IntOpt(
+        "max_claim_attempts", default=3, min=1, max=100,
+        help="How many candidates the driver tries to claim, best first, "
+             "before it gives up with NoValidHost. A claim fails when the "
+             "capacity view was stale (another scheduler claimed first); "
+             "each attempt is one placement write of 30-60 ms."),
+    cfg.FloatOpt(
+        "ram_weight_multiplier", default=1.0,
+        help="Weight of free RAM (fraction of the host's capacity). Positive "
+             "spreads servers across hosts, negative packs them."),
+    cfg.FloatOpt(
+        "cpu_weight_multiplier", default=1.0,
+        help="Weight of free VCPU (fraction of capacity). Positive spreads, "
+             "negative packs."),
+    cfg.FloatOpt(
+        "disk_weight_multiplier", default=1.0,
+        help="Weight of free DISK_GB (fraction of capacity, local or shared). "
+             "Positive spreads, negative packs."),
+    cfg.IntOpt(
+        "host_subset_size", default=1, min=1,
+        help="Pick at random among this many best-weighed hosts (1 = always "
+             "the best). Larger values cut claim conflicts between several "
+             "schedulers at the cost of a less exact weighing."),
+    cfg.StrOpt(
+        "allocation_ratio_storage", default="double",
+        choices=[("double", "PostgreSQL or sqlite placement database"),
+                 ("single", "MySQL/MariaDB: placement stores allocation_ratio "
+                            "as a 4-byte FLOAT, so its candidate query sees "
+                            "e.g. 0.7 as 0.69999999")],
+        help="Precision of allocation_ratio in placement's database, so the "
+             "engine filters exactly as placement's SQL does."),
+    cfg.IntOpt(
+        "reconcile_interval", default=600, min=0,
+        help="Seconds between runs of the reconcile task in the scheduler "
+             "service (trims finished same-host resizes to the live flavor, "
+             "restores missing move allocations, removes leftovers). 0 "
+             "disables the periodic run; 'scheduler-ext audit' still works."),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_opts(OPTS, group=GROUP)
+
+
+def list_opts() -> list[tuple[str, list]]:
+    return [(GROUP, OPTS)]

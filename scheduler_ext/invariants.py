@@ -1,0 +1,89 @@
+"""Checks of the invariants every move must keep (design.md, "Invariants").
+
+Each function returns a list of violations (empty when all hold), so the
+simulator can report them and the tests can assert on them.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from scheduler_ext.placement import PlacementClient
+from scheduler_ext.reconcile import InstanceState
+
+SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
+
+
+def _totals(allocs: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for res in allocs.values():
+        for rc, n in res.items():
+            out[rc] = out.get(rc, 0) + n
+    return out
+
+
+def check_providers(client: PlacementClient) -> list[str]:
+    """Usage equals the sum of the consumers' allocations and never exceeds
+    capacity, for every provider and class."""
+    problems = []
+    for prov in client.list_providers():
+        _, invs = client.get_inventories(prov.uuid)
+        usages = client.get_usages(prov.uuid)
+        summed: dict[str, int] = {}
+        for res in client.get_provider_allocations(prov.uuid).values():
+            for rc, n in res.items():
+                summed[rc] = summed.get(rc, 0) + n
+        for rc, inv in invs.items():
+            used = usages.get(rc, 0)
+            if used != summed.get(rc, 0):
+                problems.append(f"{prov.name} {rc}: usage {used} != sum of "
+                                f"allocations {summed.get(rc, 0)}")
+            if used > inv.capacity:
+                problems.append(f"{prov.name} {rc}: usage {used} exceeds "
+                                f"capacity {inv.capacity:g}")
+    return problems
+
+
+def check_servers(client: PlacementClient, servers: Iterable[InstanceState],
+                  exact: bool) -> list[str]:
+    """Each server accounted on the providers it uses.
+
+    Always: nothing lost (at least the flavor; during a same-host move at
+    least max(old, new); during another-host move the migration at least the
+    old flavor and the instance at least the new one). With ``exact`` (after
+    reconcile): no more than that either, and finished migrations hold
+    nothing.
+    """
+    problems = []
+    for s in servers:
+        inst = _totals(client.get_consumer(s.uuid).allocations)
+        migs = {m.migration_uuid: _totals(client.get_consumer(m.migration_uuid).allocations)
+                for m in s.moves}
+        active = s.moves[-1] if s.moves and s.moves[-1].in_progress else None
+        expect: list[tuple[str, dict[str, int], dict[str, int]]] = []
+        if active is None:
+            expect.append(("instance", inst, dict(s.resources)))
+            if exact:
+                for m, held in migs.items():
+                    if held:
+                        problems.append(f"server {s.uuid}: finished migration "
+                                        f"{m} still holds {held}")
+        elif active.source == active.dest:
+            both = dict(inst)
+            for rc, n in migs[active.migration_uuid].items():
+                both[rc] = both.get(rc, 0) + n
+            need = {rc: max(active.old_resources.get(rc, 0),
+                            active.new_resources.get(rc, 0))
+                    for rc in set(active.old_resources) | set(active.new_resources)}
+            expect.append(("instance+migration", both, need))
+        else:
+            expect.append(("migration", migs[active.migration_uuid],
+                           dict(active.old_resources)))
+            expect.append(("instance", inst, dict(active.new_resources)))
+        for who, have, need in expect:
+            for rc in set(have) | set(need):
+                h, n = have.get(rc, 0), need.get(rc, 0)
+                if h < n or (exact and h != n):
+                    problems.append(f"server {s.uuid}: {who} holds {rc}={h}, "
+                                    f"expected {n}")
+    return problems

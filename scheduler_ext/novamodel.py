@@ -1,0 +1,215 @@
+"""A model of what nova's conductor and compute write to placement.
+
+Nova finishes every move without asking the scheduler; to prove our held
+amounts safe we replay nova's own writes (modelled on nova 34's conductor
+``MigrationTask`` and compute ``confirm_resize``/``revert_resize``/
+``_revert_allocation``, no nova import):
+
+* scheduling a move: the conductor first moves the instance's allocations to
+  a new migration consumer (one POST), then asks the scheduler, which
+  claims; on NoValidHost it moves them back;
+* confirm: DELETE the migration's allocations (a 404 is ignored);
+* revert, or a failure on the destination before the move completes: if
+  the migration holds allocations they are moved onto the instance
+  (replacing what it holds), otherwise nova logs an error and writes
+  nothing;
+* reschedule after such a failure: a new migration takes the instance's
+  allocations again, and the conductor claims the next alternate's
+  allocation request for the instance itself (PUT), without the scheduler;
+  when none can be claimed it moves the allocations back.
+
+Used by ``scheduler-ext simulate`` and by the tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid as uuidlib
+from typing import Callable, Mapping
+
+from oslo_log import log as logging
+
+from scheduler_ext import errors
+from scheduler_ext.placement import AllocationWrite, PlacementClient
+from scheduler_ext.reconcile import InstanceState, MoveState
+from scheduler_ext.request import MoveContext, ScheduleRequest
+from scheduler_ext.strategy import Selection
+
+LOG = logging.getLogger(__name__)
+
+Scheduler = Callable[[ScheduleRequest], list[list[Selection]]]
+
+
+@dataclasses.dataclass
+class Server:
+    uuid: str
+    flavor: dict[str, int]
+    host: str
+    moves: list[MoveState] = dataclasses.field(default_factory=list)
+    alternates: list[Selection] = dataclasses.field(default_factory=list)
+
+    @property
+    def active(self) -> MoveState | None:
+        return self.moves[-1] if self.moves and self.moves[-1].in_progress else None
+
+
+class NovaModel:
+    """Servers on a fleet, moved the way nova moves them."""
+
+    def __init__(self, client: PlacementClient, scheduler: Scheduler,
+                 project_id: str = "project", user_id: str = "user",
+                 uuid_factory: Callable[[], str] | None = None):
+        self.client = client
+        self.scheduler = scheduler
+        self.project_id = project_id
+        self.user_id = user_id
+        self.servers: dict[str, Server] = {}
+        self._uuid = uuid_factory or (lambda: str(uuidlib.uuid4()))
+
+    # ------------------------------------------------------------ helpers
+    def _move_allocations(self, src: str, dst: str, dst_type: str) -> None:
+        """nova's move_allocations: what ``src`` holds replaces what ``dst``
+        holds, in one write; nothing happens when ``src`` holds nothing."""
+        s, d = self.client.get_consumer(src), self.client.get_consumer(dst)
+        if not s.allocations:
+            return
+        self.client.post_allocations({
+            src: AllocationWrite({}, self.project_id, self.user_id,
+                                 s.generation, s.consumer_type or "INSTANCE"),
+            dst: AllocationWrite(s.allocations, self.project_id, self.user_id,
+                                 d.generation, dst_type)})
+
+    def _request(self, server: Server, resources: Mapping[str, int],
+                 move: MoveContext | None) -> ScheduleRequest:
+        return ScheduleRequest((server.uuid,), dict(resources),
+                               self.project_id, self.user_id, move=move)
+
+    @staticmethod
+    def _root(sel: Selection) -> str:
+        return sel.root
+
+    # ---------------------------------------------------------- lifecycle
+    def boot(self, flavor: Mapping[str, int], server_uuid: str | None = None) -> Server:
+        server_uuid = server_uuid or self._uuid()
+        req = ScheduleRequest((server_uuid,), dict(flavor), self.project_id,
+                              self.user_id)
+        selections = self.scheduler(req)[0]
+        server = Server(server_uuid, dict(flavor), selections[0].root,
+                        alternates=selections[1:])
+        self.servers[server_uuid] = server
+        return server
+
+    def resize(self, server_uuid: str, flavor: Mapping[str, int],
+               allow_same_host: bool = True) -> MoveState:
+        """Conductor: swap to a migration, schedule; NoValidHost reverts."""
+        server = self.servers[server_uuid]
+        if server.active:
+            raise errors.InvalidRequest(
+                f"server {server_uuid} already has move "
+                f"{server.active.migration_uuid} in progress",
+                field="server", value=server_uuid)
+        migration = self._uuid()
+        self._move_allocations(server.uuid, migration, "MIGRATION")
+        move = MoveContext(migration, server.host, dict(server.flavor),
+                           allow_same_host)
+        try:
+            selections = self.scheduler(self._request(server, flavor, move))[0]
+        except errors.SchedulerExtError:
+            self._move_allocations(migration, server.uuid, "INSTANCE")
+            raise
+        state = MoveState(migration, server.host, selections[0].root,
+                          dict(server.flavor), dict(flavor), True)
+        server.moves.append(state)
+        server.alternates = selections[1:]
+        return state
+
+    def migrate(self, server_uuid: str) -> MoveState:
+        """Cold migration: same flavor, never the same host."""
+        return self.resize(server_uuid, self.servers[server_uuid].flavor,
+                           allow_same_host=False)
+
+    def _finish(self, server: Server, host: str, flavor: Mapping[str, int]) -> None:
+        move = server.active
+        server.moves[-1] = dataclasses.replace(move, in_progress=False)
+        server.host, server.flavor = host, dict(flavor)
+
+    def confirm(self, server_uuid: str) -> None:
+        server = self.servers[server_uuid]
+        move = self._active(server)
+        try:
+            self.client.delete_allocations(move.migration_uuid)
+        except errors.NotFound:
+            pass
+        self._finish(server, move.dest, move.new_resources)
+
+    def revert(self, server_uuid: str) -> None:
+        server = self.servers[server_uuid]
+        move = self._active(server)
+        self._revert_allocation(server, move)
+        self._finish(server, move.source, move.old_resources)
+
+    def _revert_allocation(self, server: Server, move: MoveState) -> None:
+        if not self.client.get_consumer(move.migration_uuid).allocations:
+            LOG.error("migration %s holds no allocations: nothing to move back "
+                      "to instance %s", move.migration_uuid, server.uuid)
+            return
+        self._move_allocations(move.migration_uuid, server.uuid, "INSTANCE")
+
+    def fail_on_destination(self, server_uuid: str) -> MoveState | None:
+        """prep_resize fails on the chosen host: compute reverts the
+        allocation, the conductor reschedules to the alternates. Returns the
+        new move, or None when no alternate could be claimed (the server is
+        back on its source with its old flavor)."""
+        server = self.servers[server_uuid]
+        move = self._active(server)
+        self._revert_allocation(server, move)
+        server.moves[-1] = dataclasses.replace(move, in_progress=False)
+        migration = self._uuid()
+        self._move_allocations(server.uuid, migration, "MIGRATION")
+        alternates = [a for a in server.alternates if a.root != move.dest]
+        for alt in alternates:
+            inst = self.client.get_consumer(server.uuid)
+            try:
+                self.client.put_allocations(server.uuid, AllocationWrite(
+                    alt.allocations, self.project_id, self.user_id,
+                    inst.generation, "INSTANCE"))
+            except errors.Conflict as exc:
+                LOG.info("alternate %s refused: %s", alt.root, exc)
+                continue
+            state = MoveState(migration, move.source, alt.root,
+                              dict(move.old_resources), dict(move.new_resources),
+                              True)
+            server.moves.append(state)
+            server.alternates = [a for a in alternates if a.root != alt.root]
+            return state
+        self._move_allocations(migration, server.uuid, "INSTANCE")
+        server.moves.append(MoveState(migration, move.source, move.source,
+                                      dict(move.old_resources),
+                                      dict(move.new_resources), False))
+        server.alternates = []
+        return None
+
+    def delete(self, server_uuid: str) -> None:
+        """Deleting a server in VERIFY_RESIZE confirms the resize first."""
+        server = self.servers[server_uuid]
+        if server.active:
+            self.confirm(server_uuid)
+        try:
+            self.client.delete_allocations(server_uuid)
+        except errors.NotFound:
+            pass
+        del self.servers[server_uuid]
+
+    @staticmethod
+    def _active(server: Server) -> MoveState:
+        if server.active is None:
+            raise errors.InvalidRequest(
+                f"server {server.uuid} has no move in progress",
+                field="server", value=server.uuid)
+        return server.active
+
+    def states(self) -> list[InstanceState]:
+        """What nova knows, in the form reconcile takes."""
+        return [InstanceState(s.uuid, s.host, dict(s.flavor), self.project_id,
+                              self.user_id, tuple(s.moves))
+                for s in self.servers.values()]
