@@ -76,9 +76,10 @@ class EmbeddedPlacement:
         try:
             return self._providers[rp_uuid]
         except KeyError:
+            # placement answers 404 without an error code here (only the
+            # reshaper uses placement.resource_provider.not_found)
             raise errors.NotFound(
-                f"resource provider {rp_uuid} not found",
-                code=errors.PROVIDER_NOT_FOUND) from None
+                f"resource provider {rp_uuid} not found") from None
 
     def _known_rc(self, rc: str) -> bool:
         return not rc.startswith("CUSTOM_") or rc in self._custom_rcs
@@ -131,12 +132,13 @@ class EmbeddedPlacement:
     def delete_provider(self, rp_uuid: str) -> None:
         with self._lock:
             prov = self._provider(rp_uuid)
-            if any(rp == prov.uuid for rp, _ in self._usage):
-                raise errors.InUse(f"provider {prov.uuid} has allocations",
-                                   code=errors.PROVIDER_IN_USE)
+            # placement tests for children before allocations
             if any(p.parent == prov.uuid for p in self._providers.values()):
                 raise errors.Conflict(f"provider {prov.uuid} has children",
                                       code=errors.PROVIDER_CANNOT_DELETE_PARENT)
+            if any(rp == prov.uuid for rp, _ in self._usage):
+                raise errors.InUse(f"provider {prov.uuid} has allocations",
+                                   code=errors.PROVIDER_IN_USE)
             del self._providers[prov.uuid]
 
     def create_resource_class(self, name: str) -> None:
@@ -190,8 +192,9 @@ class EmbeddedPlacement:
             if unknown:
                 raise errors.InvalidRequest(f"no such trait(s): {', '.join(unknown)}",
                                             field="traits", value=unknown)
-            prov.traits = names
-            prov.generation += 1
+            if names != prov.traits:    # an unchanged set bumps nothing
+                prov.traits = names
+                prov.generation += 1
             return prov.generation
 
     def get_aggregates(self, rp_uuid: str) -> tuple[int, frozenset[str]]:
