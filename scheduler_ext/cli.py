@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 
 from scheduler_ext import errors
@@ -25,6 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scheduler-ext",
         description="Operator tools of the scheduler-ext nova scheduler extension.")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="log warnings (-v) or everything (-vv) to stderr")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module, help_text) in COMMANDS.items():
         mod = importlib.import_module(module)
@@ -36,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s",
+        level=(logging.CRITICAL, logging.WARNING, logging.DEBUG)[min(args.verbose, 2)])
     try:
         return args._run(args)
     except errors.SchedulerExtError as exc:

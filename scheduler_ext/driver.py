@@ -67,6 +67,9 @@ class SchedulerDriver:
                     f"move.source_root={request.move.source_root!r}: no such "
                     "provider in placement", field="move.source_root",
                     value=request.move.source_root) from None
+        refresh = getattr(self.source, "refresh", None)
+        if refresh is not None:
+            refresh()
         return self.strategy.select(request)
 
     __call__ = select_destinations

@@ -49,9 +49,10 @@ def check_servers(client: PlacementClient, servers: Iterable[InstanceState],
     """Each server accounted on the providers it uses.
 
     Always: nothing lost (at least the flavor; during a same-host move at
-    least max(old, new); during another-host move the migration at least the
-    old flavor and the instance at least the new one). With ``exact`` (after
-    reconcile): no more than that either, and finished migrations hold
+    least max(old, new) between instance and migration; during another-host
+    move the migration at least the old flavor and the instance at least the
+    new one). With ``exact`` (after reconcile): no more than that either, the
+    migration of a same-host move holds nothing and finished migrations hold
     nothing.
     """
     problems = []
@@ -76,6 +77,10 @@ def check_servers(client: PlacementClient, servers: Iterable[InstanceState],
                             active.new_resources.get(rc, 0))
                     for rc in set(active.old_resources) | set(active.new_resources)}
             expect.append(("instance+migration", both, need))
+            if exact and migs[active.migration_uuid]:
+                problems.append(f"server {s.uuid}: same-host migration "
+                                f"{active.migration_uuid} holds "
+                                f"{migs[active.migration_uuid]}")
         else:
             expect.append(("migration", migs[active.migration_uuid],
                            dict(active.old_resources)))

@@ -13,9 +13,11 @@ Targets:
 * a move in progress to another host: the migration holds exactly the old
   flavor on the source side (what revert moves back) and the instance
   exactly the new flavor on the destination;
-* a move in progress on the same host is never trimmed (nova's revert still
-  moves whatever the migration holds) but what it lost is restored: the
-  instance and the migration together hold at least max(old, new).
+* a move in progress on the same host: the instance holds exactly
+  max(old, new) per class and the migration nothing. This also folds nova's
+  own same-host state (instance new + migration old, left when the
+  conductor reschedules onto the source) into the safe one: the provider's
+  usage only goes down, and confirm and revert stay correct.
 """
 
 from __future__ import annotations
@@ -128,18 +130,19 @@ class Reconciler:
                 need = {rc: max(move.old_resources.get(rc, 0),
                                 move.new_resources.get(rc, 0))
                         for rc in set(move.old_resources) | set(move.new_resources)}
-                have = _totals(held.allocations)
-                for rc, n in _totals(mig.allocations).items():
-                    have[rc] = have.get(rc, 0) + n
-                short = {rc: n - have.get(rc, 0) for rc, n in need.items()
-                         if have.get(rc, 0) < n}
-                if short:
-                    grown = dict(_totals(held.allocations))
-                    for rc, n in short.items():
-                        grown[rc] = grown.get(rc, 0) + n
-                    targets[inst.uuid] = self._place(grown, move.source,
-                                                     held.allocations)
-                    reasons.append(f"same-host move lost {short}")
+                both = {rp: dict(res) for rp, res in held.allocations.items()}
+                for rp, res in mig.allocations.items():
+                    for rc, n in res.items():
+                        both.setdefault(rp, {})[rc] = both.get(rp, {}).get(rc, 0) + n
+                if _totals(held.allocations) != need or mig.allocations:
+                    targets[inst.uuid] = self._place(need, move.source, both)
+                    if mig.allocations:
+                        targets[move.migration_uuid] = {}
+                    reasons.append(
+                        f"same-host move: instance holds "
+                        f"{_totals(held.allocations)} and migration "
+                        f"{_totals(mig.allocations)}; the instance should hold "
+                        f"max(old, new) = {need} and the migration nothing")
             else:
                 for consumer, res, host, who in (
                         (move.migration_uuid, move.old_resources, move.source,

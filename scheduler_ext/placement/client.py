@@ -12,7 +12,7 @@ from typing import Iterable, Mapping, Protocol, runtime_checkable
 
 from scheduler_ext.placement.model import (
     AllocationWrite, Allocations, ConsumerAllocations, FleetSnapshot, Inventory,
-    Provider)
+    Provider, ProviderRecord)
 
 
 @runtime_checkable
@@ -87,3 +87,16 @@ def add_allocations(total: dict[str, dict[str, int]], allocs: Allocations,
         if not row:
             total.pop(rp, None)
     return total
+
+
+def read_provider(client: PlacementClient, rp_uuid: str) -> ProviderRecord:
+    """One provider's record for the engine (four reads; the generation is
+    the one returned with the inventories)."""
+    prov = client.get_provider(rp_uuid)
+    gen, invs = client.get_inventories(rp_uuid)
+    _, traits = client.get_traits(rp_uuid)
+    _, aggs = client.get_aggregates(rp_uuid)
+    return ProviderRecord(
+        Provider(prov.uuid, prov.name, gen, prov.root_provider_uuid,
+                 prov.parent_provider_uuid),
+        invs, client.get_usages(rp_uuid), traits, aggs)

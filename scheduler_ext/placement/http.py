@@ -17,9 +17,9 @@ from oslo_log import log as logging
 
 from scheduler_ext import errors
 from scheduler_ext.placement import validation
+from scheduler_ext.placement.client import read_provider
 from scheduler_ext.placement.model import (
-    AllocationWrite, ConsumerAllocations, FleetSnapshot, Inventory, Provider,
-    ProviderRecord)
+    AllocationWrite, ConsumerAllocations, FleetSnapshot, Inventory, Provider)
 
 LOG = logging.getLogger(__name__)
 
@@ -210,13 +210,5 @@ class HttpPlacement:
     def snapshot(self) -> FleetSnapshot:
         """Four GETs per provider: slow at scale (see placement-semantics.md
         section 5); the engine's bulk sources live elsewhere."""
-        records = []
-        for prov in self.list_providers():
-            gen, invs = self.get_inventories(prov.uuid)
-            _, traits = self.get_traits(prov.uuid)
-            _, aggs = self.get_aggregates(prov.uuid)
-            usages = self.get_usages(prov.uuid)
-            records.append(ProviderRecord(
-                Provider(prov.uuid, prov.name, gen, prov.root_provider_uuid,
-                         prov.parent_provider_uuid), invs, usages, traits, aggs))
-        return FleetSnapshot(tuple(records))
+        return FleetSnapshot(tuple(read_provider(self, p.uuid)
+                                   for p in self.list_providers()))

@@ -1,0 +1,18 @@
+"""The numpy candidate engine: placement's allocation candidates, fast.
+
+* ``CandidateRequest`` -- the query (one unsuffixed group, microversion 1.39);
+* ``CapacityIndex`` -- the in-memory index built from a ``FleetSnapshot``
+  (or a ``ColumnarFleet``), kept fresh by ``apply``/``refresh_provider``;
+  ``candidates()`` answers like ``GET /allocation_candidates``;
+  ``fit()``/``select()`` are the scheduler's fast path;
+* ``Weigher`` -- nova-style RAM/CPU/disk weighing of the fitting roots.
+"""
+
+from scheduler_ext.engine.columnar import ColumnarFleet, InventoryColumns
+from scheduler_ext.engine.fit import Choice, Fit
+from scheduler_ext.engine.index import CapacityIndex
+from scheduler_ext.engine.request import CandidateRequest
+from scheduler_ext.engine.weigh import Weigher
+
+__all__ = ["CandidateRequest", "CapacityIndex", "Choice", "ColumnarFleet", "Fit",
+           "InventoryColumns", "Weigher"]

@@ -1,0 +1,258 @@
+"""Inventory and usage of one resource class, one array per field.
+
+A ``Column`` holds, for the providers with an inventory of one class,
+contiguous arrays of ``total``, ``reserved``, ``min_unit``, ``max_unit``,
+``step_size`` (int32, placement's column types), ``allocation_ratio``
+(float64), ``used`` and ``free`` (int64). It is *dense* (slot = provider
+row, absent rows neutral) or *sparse* (sorted ``rows`` array, for classes
+few providers have). 44 bytes per slot (+4 for ``rows`` when sparse).
+
+Invariants:
+
+* ``free = read_capacity - used`` where ``read_capacity`` is placement's
+  read-path capacity ``floor(float64((total - reserved) * ratio))`` (and,
+  with ``single_precision``, also at most the product computed with the
+  ratio rounded to float32, as MySQL's FLOAT column makes the SQL filter
+  see it). A request of ``amount`` fits iff ``free >= amount`` and
+  ``min_unit <= amount <= max_unit`` and ``amount % step_size == 0``.
+* An absent slot has ``total == 0`` and ``free == 0``, so nothing fits it
+  (every amount is >= 1), and neutral ``min/max/step`` so the stats below
+  stay tight.
+* ``max_min`` >= every present ``min_unit``, ``min_max`` <= every present
+  ``max_unit`` and ``steps`` is true if any present ``step_size != 1``:
+  conservative bounds that let a query skip a comparison.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scheduler_ext.placement.model import MAX_INT, Inventory
+
+_I32 = np.int32
+_FIELDS_I32 = ("total", "reserved", "min_unit", "max_unit", "step_size")
+
+
+def read_capacity(total: np.ndarray, reserved: np.ndarray, ratio: np.ndarray,
+                  single_precision: bool = False) -> np.ndarray:
+    """Placement's read-path capacity as int64 (see module docstring)."""
+    base = total.astype(np.float64) - reserved
+    cap = np.floor(base * ratio)
+    if single_precision:
+        cap = np.minimum(cap, np.floor(base * ratio.astype(np.float32).astype(np.float64)))
+    return cap.astype(np.int64)
+
+
+def summary_capacity(total: np.ndarray, reserved: np.ndarray,
+                     ratio: np.ndarray) -> np.ndarray:
+    """``int((total - reserved) * ratio)``: what provider summaries show."""
+    return np.trunc((total.astype(np.float64) - reserved) * ratio).astype(np.int64)
+
+
+class Column:
+    """One resource class's inventory/usage arrays (see module docstring)."""
+
+    def __init__(self, name: str, size: int, *, sparse: bool,
+                 single_precision: bool = False):
+        self.name = name
+        self.sparse = sparse
+        self.single_precision = single_precision
+        self.rows = np.zeros(0, np.int64) if sparse else None
+        n = 0 if sparse else size
+        self.total = np.zeros(n, _I32)
+        self.reserved = np.zeros(n, _I32)
+        self.min_unit = np.ones(n, _I32)
+        self.max_unit = np.full(n, MAX_INT, _I32)
+        self.step_size = np.ones(n, _I32)
+        self.ratio = np.ones(n, np.float64)
+        self.used = np.zeros(n, np.int64)
+        self.free = np.zeros(n, np.int64)
+        self.max_min = 1
+        self.min_max = MAX_INT
+        self.steps = False
+        self.count = 0  # present slots
+
+    # ------------------------------------------------------------ layout
+    def _arrays(self) -> tuple[str, ...]:
+        return _FIELDS_I32 + ("ratio", "used", "free")
+
+    def grow(self, size: int) -> None:
+        """Dense only: make room for rows ``< size`` (absent, neutral)."""
+        if self.sparse or size <= len(self.total):
+            return
+        fill = {"min_unit": 1, "max_unit": MAX_INT, "step_size": 1, "ratio": 1.0}
+        for name in self._arrays():
+            old = getattr(self, name)
+            new = np.full(size, fill.get(name, 0), old.dtype)
+            new[:len(old)] = old
+            setattr(self, name, new)
+
+    @property
+    def nbytes(self) -> int:
+        total = sum(getattr(self, a).nbytes for a in self._arrays())
+        return total + (self.rows.nbytes if self.sparse else 0)
+
+    @property
+    def slots(self) -> int:
+        return len(self.total)
+
+    def pos(self, row: int) -> int:
+        """Slot of ``row``, or -1 when the column has no slot for it."""
+        if not self.sparse:
+            return row if row < len(self.total) else -1
+        i = int(np.searchsorted(self.rows, row))
+        return i if i < len(self.rows) and self.rows[i] == row else -1
+
+    def positions(self, rows: np.ndarray) -> np.ndarray:
+        """Slots of ``rows`` (int64 array), -1 where absent."""
+        rows = np.asarray(rows, np.int64)
+        if not self.sparse:
+            return np.where(rows < len(self.total), rows, -1)
+        i = np.searchsorted(self.rows, rows)
+        ok = i < len(self.rows)
+        ok[ok] = self.rows[i[ok]] == rows[ok]
+        return np.where(ok, i, -1)
+
+    def _insert(self, row: int) -> int:
+        i = int(np.searchsorted(self.rows, row))
+        self.rows = np.insert(self.rows, i, row)
+        fill = {"min_unit": 1, "max_unit": MAX_INT, "step_size": 1, "ratio": 1.0}
+        for name in self._arrays():
+            setattr(self, name, np.insert(getattr(self, name), i,
+                                          fill.get(name, 0)))
+        return i
+
+    # -------------------------------------------------------------- bulk
+    def load(self, rows: np.ndarray, total, reserved, min_unit, max_unit,
+             step_size, ratio, used) -> None:
+        """Fill slots of ``rows`` (distinct) from parallel arrays."""
+        rows = np.asarray(rows, np.int64)
+        if self.sparse:
+            order = np.argsort(rows, kind="stable")
+            self.rows = rows[order]
+            n = len(rows)
+            for name in self._arrays():
+                setattr(self, name, np.zeros(n, getattr(self, name).dtype))
+            slots = np.arange(n)
+        else:
+            order = slice(None)
+            slots = rows
+        take = lambda a, dt: np.asarray(a, dt)[order]  # noqa: E731
+        self.total[slots] = take(total, _I32)
+        self.reserved[slots] = take(reserved, _I32)
+        self.min_unit[slots] = take(min_unit, _I32)
+        self.max_unit[slots] = take(max_unit, _I32)
+        self.step_size[slots] = take(step_size, _I32)
+        self.ratio[slots] = take(ratio, np.float64)
+        self.used[slots] = take(used, np.int64)
+        self.free[slots] = read_capacity(
+            self.total[slots], self.reserved[slots], self.ratio[slots],
+            self.single_precision) - self.used[slots]
+        self.count = len(rows)
+        self.restat()
+
+    def restat(self) -> None:
+        """Recompute the tight ``max_min``/``min_max``/``steps`` bounds."""
+        present = self.total > 0
+        if present.any():
+            self.max_min = int(self.min_unit[present].max())
+            self.min_max = int(self.max_unit[present].min())
+            self.steps = bool((self.step_size[present] != 1).any())
+        else:
+            self.max_min, self.min_max, self.steps = 1, MAX_INT, False
+        self.count = int(present.sum())
+
+    # ------------------------------------------------------- per provider
+    def set(self, row: int, inv: Inventory | None, used: int) -> None:
+        """Set ``row``'s inventory (``None``: none of this class) and usage."""
+        p = self.pos(row)
+        if inv is None:
+            if p < 0:
+                return
+            if self.total[p] > 0:
+                self.count -= 1
+            self.total[p] = self.reserved[p] = 0
+            self.min_unit[p] = self.step_size[p] = 1
+            self.max_unit[p] = MAX_INT
+            self.ratio[p] = 1.0
+            self.used[p] = self.free[p] = 0
+            return
+        if p < 0:
+            p = self._insert(row)
+        if self.total[p] == 0:
+            self.count += 1
+        self.total[p], self.reserved[p] = inv.total, inv.reserved
+        self.min_unit[p], self.max_unit[p] = inv.min_unit, inv.max_unit
+        self.step_size[p], self.ratio[p] = inv.step_size, inv.allocation_ratio
+        self.used[p] = used
+        self.free[p] = int(read_capacity(
+            self.total[p:p + 1], self.reserved[p:p + 1], self.ratio[p:p + 1],
+            self.single_precision)[0]) - used
+        self.max_min = max(self.max_min, inv.min_unit)
+        self.min_max = min(self.min_max, inv.max_unit)
+        self.steps = self.steps or inv.step_size != 1
+
+    def add_used(self, row: int, delta: int) -> bool:
+        """Add ``delta`` to ``row``'s usage; False if it holds no inventory."""
+        p = self.pos(row)
+        if p < 0 or self.total[p] == 0:
+            return False
+        self.used[p] += delta
+        self.free[p] -= delta
+        return True
+
+    # ------------------------------------------------------------ queries
+    def fit_slots(self, amount: int) -> np.ndarray:
+        """Bool per slot: does ``amount`` fit there (module docstring rule)."""
+        if amount > MAX_INT:
+            return np.zeros(len(self.total), bool)
+        ok = self.free >= amount
+        if amount < self.max_min:
+            ok &= self.min_unit <= amount
+        if amount > self.min_max:
+            ok &= self.max_unit >= amount
+        if self.steps:
+            ok &= (amount % self.step_size) == 0
+        return ok
+
+    def fit_mask(self, amount: int, n: int) -> np.ndarray:
+        """Bool per provider row ``< n``: does ``amount`` fit there."""
+        ok = self.fit_slots(amount)
+        if not self.sparse:
+            return ok[:n]
+        mask = np.zeros(n, bool)
+        mask[self.rows[ok]] = True
+        return mask
+
+    def gather(self, field: str, rows: np.ndarray, default: int = 0) -> np.ndarray:
+        """``field`` at provider ``rows`` (``default`` where absent)."""
+        arr = getattr(self, field)
+        if not self.sparse:
+            return arr[rows]
+        p = self.positions(rows)
+        out = np.full(len(p), default, arr.dtype)
+        out[p >= 0] = arr[p[p >= 0]]
+        return out
+
+    def summary(self, row: int) -> tuple[int, int] | None:
+        """(capacity, used) as provider summaries show them, or None."""
+        p = self.pos(row)
+        if p < 0 or self.total[p] == 0:
+            return None
+        cap = summary_capacity(self.total[p:p + 1], self.reserved[p:p + 1],
+                               self.ratio[p:p + 1])[0]
+        return int(cap), int(self.used[p])
+
+    def densify(self, size: int) -> None:
+        """Turn a sparse column dense, with room for rows ``< size``."""
+        if not self.sparse:
+            return
+        fill = {"min_unit": 1, "max_unit": MAX_INT, "step_size": 1, "ratio": 1.0}
+        rows = self.rows
+        for name in self._arrays():
+            old = getattr(self, name)
+            new = np.full(size, fill.get(name, 0), old.dtype)
+            new[rows] = old
+            setattr(self, name, new)
+        self.rows = None
+        self.sparse = False
