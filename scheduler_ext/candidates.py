@@ -1,8 +1,11 @@
 """The numpy engine as the driver's candidate source.
 
-Keeps a CapacityIndex as a cache of placement: it is re-synced (by provider
-generation) at the start of every scheduling request and refreshed for the
-providers a claim touched. A stale row only costs a failed claim and a
+Keeps a CapacityIndex as a cache of placement. Placement does not bump a
+provider's generation when allocations leave it (``DELETE /allocations``,
+or a consumer's allocations replaced by ones elsewhere), so a refresh by
+generation alone would keep stale, too-high usage; ``refresh`` therefore
+re-indexes by generation (inventories, traits, aggregates) and then
+corrects usage row by row. A stale row only costs a failed claim and a
 retry: placement's atomic write is the truth.
 """
 
@@ -13,14 +16,14 @@ from typing import Iterable
 import numpy as np
 from oslo_config import cfg
 
+from scheduler_ext import errors
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.engine.request import CandidateRequest
-from scheduler_ext.engine.weigh import Weigher
-from scheduler_ext.placement import Allocations, PlacementClient
+from scheduler_ext.engine.weigh import Weigher, top_k
+from scheduler_ext.placement import Allocations, PlacementClient, ProviderRecord
 from scheduler_ext.placement.client import read_provider
-from scheduler_ext import errors
 from scheduler_ext.request import ScheduleRequest
-from scheduler_ext.strategy import Candidate
+from scheduler_ext.strategy import Candidate, MoveCandidates
 
 
 def candidate_request(request: ScheduleRequest) -> CandidateRequest:
@@ -48,53 +51,79 @@ class EngineCandidateSource:
             client.snapshot(),
             single_precision_ratio=opts.allocation_ratio_storage == "single")
 
+    # -------------------------------------------------------------- cache
     def refresh(self) -> None:
-        """Re-read placement; only providers whose generation moved are
-        re-indexed."""
-        self.index.sync(self.client.snapshot())
+        """Re-read placement and bring the index up to date."""
+        snap = self.client.snapshot()
+        self.index.sync(snap)
+        for record in snap.providers:
+            self._fix_usage(record)
 
     def changed(self, providers: Iterable[str]) -> None:
         for rp in dict.fromkeys(providers):
             try:
-                self.index.refresh_provider(read_provider(self.client, rp))
+                record = read_provider(self.client, rp)
             except errors.NotFound:
                 self.index.remove_provider(rp)
+                continue
+            self.index.refresh_provider(record)
+            self._fix_usage(record)
 
-    def candidates(self, request: ScheduleRequest, *, limit: int,
-                   released: Allocations | None = None,
-                   roots: Iterable[str] | None = None) -> list[Candidate]:
+    def _fix_usage(self, record: ProviderRecord) -> None:
+        rp = record.provider.uuid
+        have = self.index.usage(rp)
+        up = {rc: n - have.get(rc, 0) for rc, n in record.usages.items()
+              if n > have.get(rc, 0)}
+        down = {rc: have[rc] - n for rc, n in record.usages.items()
+                if n < have.get(rc, 0)}
+        if up:
+            self.index.apply({rp: up}, 1)
+        if down:
+            self.index.apply({rp: down}, -1)
+
+    # --------------------------------------------------------- candidates
+    def candidates(self, request: ScheduleRequest, *, limit: int) -> list[Candidate]:
+        choices = self.index.select(
+            candidate_request(request), weigher=self.weigher, k=limit,
+            host_subset_size=self.host_subset_size)
+        return [Candidate(c.root, _allocs(c.allocation_request), c.weight)
+                for c in choices]
+
+    def move_candidates(self, request: ScheduleRequest, *, limit: int,
+                        source: str, released: Allocations | None) -> MoveCandidates:
         query = candidate_request(request)
-        if roots is None:
-            choices = self.index.select(
-                query, released, weigher=self.weigher, k=limit,
-                host_subset_size=self.host_subset_size)
-            return [Candidate(c.root, _allocs(c.allocation_request), c.weight)
-                    for c in choices]
-        fit = self.index.fit(query, released)
-        wanted = set(roots)
-        positions = [i for i, u in enumerate(fit.uuids()) if u in wanted] \
-            if len(wanted) > 8 else _positions(fit, wanted)
-        if not positions:
-            return []
-        weights = self.weigher.weigh(fit.free, len(fit))
-        out = [Candidate(fit.uuids(np.array([i]))[0],
-                         _allocs(fit.allocation_request(i)), float(weights[i]))
-               for i in positions]
-        out.sort(key=lambda c: (-c.weight, c.root))
-        return out[:limit]
+        fit_r = self.index.fit(query, released) if released else None
+        fit_h = self.index.fit(query)
+        weigh_fit = fit_r if fit_r is not None else fit_h
+        weights = self.weigher.weigh(weigh_fit.free, len(weigh_fit))
+        # every host weighed against the same (released) view
+        pos_h = np.searchsorted(weigh_fit.rows, fit_h.rows)
+        w_h = weights[pos_h]
+        src_row = self.index._row_of.get(source)
+        same = held_source = None
+        if src_row is not None:
+            i = _position(weigh_fit.rows, src_row)
+            if i is not None:
+                same = _candidate(weigh_fit, i, weights[i])
+            j = _position(fit_h.rows, src_row)
+            if j is not None:
+                held_source = _candidate(fit_h, j, w_h[j])
+        keep = fit_h.rows != (src_row if src_row is not None else -1)
+        idx = np.flatnonzero(keep)
+        order = top_k(w_h[idx], self.index._hi[fit_h.rows[idx]],
+                      self.index._lo[fit_h.rows[idx]], limit)
+        others = [_candidate(fit_h, int(idx[k]), w_h[idx[k]]) for k in order.tolist()]
+        return MoveCandidates(same, others, held_source)
 
 
-def _positions(fit, wanted: set[str]) -> list[int]:
-    """Positions of the wanted roots in ``fit`` (its rows are ascending)."""
-    out = []
-    for u in wanted:
-        row = fit.index._row_of.get(u)
-        if row is None:
-            continue
-        i = int(np.searchsorted(fit.rows, row))
-        if i < len(fit.rows) and fit.rows[i] == row:
-            out.append(i)
-    return out
+def _position(rows: np.ndarray, row: int) -> int | None:
+    i = int(np.searchsorted(rows, row))
+    return i if i < len(rows) and rows[i] == row else None
+
+
+def _candidate(fit, i: int, weight: float) -> Candidate:
+    return Candidate(fit.uuids(np.array([i]))[0],
+                     _allocs(fit.allocation_request(i)), float(weight))
 
 
 def _allocs(allocation_request: dict) -> dict[str, dict[str, int]]:

@@ -109,17 +109,21 @@ class NovaModel:
                 f"{server.active.migration_uuid} in progress",
                 field="server", value=server_uuid)
         migration = self._uuid()
+        # nova records the migration before it touches placement: if the
+        # conductor dies half-way, reconcile still knows the consumer
+        server.moves.append(MoveState(migration, server.host, server.host,
+                                      dict(server.flavor), dict(flavor), False))
         self._move_allocations(server.uuid, migration, "MIGRATION")
         move = MoveContext(migration, server.host, dict(server.flavor),
                            allow_same_host)
         try:
             selections = self.scheduler(self._request(server, flavor, move))[0]
-        except errors.SchedulerExtError:
+        except errors.NoValidHost:
             self._move_allocations(migration, server.uuid, "INSTANCE")
             raise
         state = MoveState(migration, server.host, selections[0].root,
                           dict(server.flavor), dict(flavor), True)
-        server.moves.append(state)
+        server.moves[-1] = state
         server.alternates = selections[1:]
         return state
 
@@ -165,6 +169,9 @@ class NovaModel:
         self._revert_allocation(server, move)
         server.moves[-1] = dataclasses.replace(move, in_progress=False)
         migration = self._uuid()
+        server.moves.append(MoveState(migration, move.source, move.source,
+                                      dict(move.old_resources),
+                                      dict(move.new_resources), False))
         self._move_allocations(server.uuid, migration, "MIGRATION")
         alternates = [a for a in server.alternates if a.root != move.dest]
         for alt in alternates:
@@ -179,13 +186,10 @@ class NovaModel:
             state = MoveState(migration, move.source, alt.root,
                               dict(move.old_resources), dict(move.new_resources),
                               True)
-            server.moves.append(state)
+            server.moves[-1] = state
             server.alternates = [a for a in alternates if a.root != alt.root]
             return state
         self._move_allocations(migration, server.uuid, "INSTANCE")
-        server.moves.append(MoveState(migration, move.source, move.source,
-                                      dict(move.old_resources),
-                                      dict(move.new_resources), False))
         server.alternates = []
         return None
 

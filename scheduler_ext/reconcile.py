@@ -113,7 +113,11 @@ class Reconciler:
         targets: dict[str, dict[str, dict[str, int]]] = {}
         reasons: list[str] = []
         if not active:
-            want = self._place(inst.resources, inst.host, held.allocations)
+            # where the flavor sits: the instance's providers, else those of
+            # a migration left holding it (a conductor that died mid-move)
+            left = {rp: dict(res) for m in migs.values()
+                    for rp, res in m.allocations.items()}
+            want = self._place(inst.resources, inst.host, held.allocations, left)
             if want != _norm(held.allocations):
                 targets[inst.uuid] = want
                 reasons.append(f"instance holds {_norm(held.allocations)}, "
@@ -166,15 +170,23 @@ class Reconciler:
         return Fix(inst.uuid, "; ".join(reasons), writes)
 
     def _place(self, resources: Mapping[str, int], host: str,
-               current: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
-        """Where each class of ``resources`` should sit: the provider holding
-        it now if any (the largest holder), else the host, else a sharing
-        provider of the host's aggregates that has the class."""
+               current: Mapping[str, Mapping[str, int]],
+               fallback: Mapping[str, Mapping[str, int]] | None = None
+               ) -> dict[str, dict[str, int]]:
+        """Where each class of ``resources`` should sit: the provider of
+        ``current`` holding it (the largest holder), else of ``fallback``,
+        else the host, else a sharing provider of the host's aggregates that
+        has the class."""
         out: dict[str, dict[str, int]] = {}
         for rc, n in resources.items():
-            holders = sorted(((res[rc], rp) for rp, res in current.items()
-                              if res.get(rc)), reverse=True)
-            rp = holders[0][1] if holders else self._provider_for(rc, host)
+            rp = None
+            for allocs in (current, fallback or {}):
+                holders = sorted(((res[rc], rp) for rp, res in allocs.items()
+                                  if res.get(rc)), reverse=True)
+                if holders:
+                    rp = holders[0][1]
+                    break
+            rp = rp or self._provider_for(rc, host)
             out.setdefault(rp, {})[rc] = n
         return out
 

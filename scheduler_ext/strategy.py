@@ -54,9 +54,6 @@ class Candidate:
     allocations: Mapping[str, Mapping[str, int]]
     weight: float = 0.0
 
-    def providers_by_class(self) -> dict[str, str]:
-        return {rc: rp for rp, res in self.allocations.items() for rc in res}
-
 
 @dataclasses.dataclass(frozen=True)
 class Selection:
@@ -75,14 +72,34 @@ class Selection:
                                 for rp, res in self.allocations.items()}}
 
 
+@dataclasses.dataclass(frozen=True)
+class MoveCandidates:
+    """The candidates of a move, all weighed against one view.
+
+    ``same_host``: the source host, with the old allocations released (its
+    real free space), or None if it does not fit even then. ``others``:
+    other hosts that fit with the old allocations still held (they stay
+    held while the move runs), best first. ``held_source``: the source host
+    if the new flavor fits beside the old one (what nova's conductor can
+    claim on a reschedule), else None.
+    """
+
+    same_host: Candidate | None
+    others: list[Candidate]
+    held_source: Candidate | None
+
+
 class CandidateSource(Protocol):
     """Where candidates come from (the numpy engine, or placement)."""
 
-    def candidates(self, request: ScheduleRequest, *, limit: int,
-                   released: Allocations | None = None,
-                   roots: Iterable[str] | None = None) -> list[Candidate]:
-        """Best first. ``released`` amounts are subtracted from usage before
-        filtering; ``roots`` restricts the answer to those root providers."""
+    def candidates(self, request: ScheduleRequest, *,
+                   limit: int) -> list[Candidate]:
+        """The best ``limit`` candidates for a boot, best first."""
+
+    def move_candidates(self, request: ScheduleRequest, *, limit: int,
+                        source: str, released: Allocations | None) -> MoveCandidates:
+        """Candidates of a move from ``source``; ``released`` (the old
+        allocations) are treated as free for the source host only."""
 
     def changed(self, providers: Iterable[str]) -> None:
         """The allocations on these providers were (maybe) written."""
@@ -157,7 +174,7 @@ class SameHostMoveStrategy:
                 rp == move.source_root for rp in old) and old:
             LOG.warning("instance %s: old allocations %s are not on the "
                         "source %s", instance, sorted(old), move.source_root)
-        choices = self._choices(request, old, limit)
+        choices, pool = self._choices(request, old, limit)
         if not choices:
             raise errors.NoValidHost(
                 f"instance {instance}: no host fits {dict(request.resources)}"
@@ -177,7 +194,7 @@ class SameHostMoveStrategy:
             LOG.info("instance %s: claimed %s on %s", instance,
                      dict(request.resources), cand.root)
             return [Selection(cand.root, cand.allocations)] + \
-                self._alternates(request, cand, choices)
+                self._alternates(cand, pool)
         raise errors.NoValidHost(
             f"instance {instance}: every claim failed ({'; '.join(failures)})"
             + self._move_text(request))
@@ -206,30 +223,27 @@ class SameHostMoveStrategy:
         return old
 
     def _choices(self, request: ScheduleRequest, old: Allocations,
-                 limit: int) -> list[Candidate]:
-        """Candidates best first. Other hosts are filtered with the old
-        allocations still counted (they stay held while the move runs); the
-        source host, with them released (its real free space)."""
+                 limit: int) -> tuple[list[Candidate], list[Candidate]]:
+        """(candidates to claim, best first; alternates pool)."""
         move = request.move
-        held_view = self.source.candidates(request, limit=limit + 1)
         if move is None:
-            return held_view
-        others = [c for c in held_view if c.root != move.source_root]
-        if not move.allow_same_host:
-            return others
-        same = self.source.candidates(
-            request, limit=limit, roots=[move.source_root],
+            cands = self.source.candidates(request, limit=limit + 1)
+            return cands, cands
+        view = self.source.move_candidates(
+            request, limit=limit, source=move.source_root,
             released=old if self.release else None)
-        # keep the disk (and every class) on the provider that holds it now
-        where = {rc: rp for rp, res in old.items() for rc in res}
-        same.sort(key=lambda c: (-sum(where.get(rc) == rp for rc, rp in
-                                      c.providers_by_class().items()),
-                                 -c.weight, c.root))
-        if not same:
-            return others
+        others = view.others
+        # alternates are claimed by nova's conductor with the old
+        # allocations held again: the source only if it fits beside them
+        pool = sorted(others + ([view.held_source] if view.held_source
+                                and move.allow_same_host else []),
+                      key=lambda c: -c.weight)
+        same = view.same_host if move.allow_same_host else None
+        if same is None:
+            return others, pool
         if self.prefer_same_host:
-            return same[:1] + others
-        return sorted(same[:1] + others, key=lambda c: -c.weight)
+            return [same] + others, pool
+        return sorted([same] + others, key=lambda c: -c.weight), pool
 
     def _writes(self, request: ScheduleRequest, instance: str, held: dict,
                 cand: Candidate) -> dict[str, AllocationWrite]:
@@ -256,27 +270,15 @@ class SameHostMoveStrategy:
                 project_id=request.project_id, user_id=request.user_id)
         return writes
 
-    def _alternates(self, request: ScheduleRequest, chosen: Candidate,
-                    choices: list[Candidate]) -> list[Selection]:
-        """Alternates nova's conductor can claim as they are: for a move it
-        claims them with the old allocations held by a migration again, so
-        the source host is only an alternate if it fits without release."""
-        move = request.move
+    def _alternates(self, chosen: Candidate, pool: list[Candidate]) -> list[Selection]:
         seen = {chosen.root}
         out = []
-        pool = list(choices)
-        if move is not None and move.allow_same_host and self.release:
-            pool = [c for c in pool if c.root != move.source_root]
-            pool += self.source.candidates(request, limit=1,
-                                           roots=[move.source_root])
-            pool.sort(key=lambda c: -c.weight)
         for cand in pool:
             if len(out) >= self.max_alternates:
                 break
-            if cand.root in seen:
-                continue
-            seen.add(cand.root)
-            out.append(Selection(cand.root, cand.allocations))
+            if cand.root not in seen:
+                seen.add(cand.root)
+                out.append(Selection(cand.root, cand.allocations))
         return out
 
 

@@ -1,0 +1,56 @@
+"""Shared set-up for the move tests: an embedded placement, a driver with a
+chosen strategy and nova's modelled conductor/compute."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+from scheduler_ext import driver as se_driver
+from scheduler_ext.fleet import SHARING_TRAIT, add_host
+from scheduler_ext.novamodel import NovaModel
+from scheduler_ext.placement import Inventory
+
+FLAVOR1 = {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 1028}
+FLAVOR2 = {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 1028}
+MAX12 = {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 1028}
+
+
+def uuid_factory(seed: int = 0):
+    rng = random.Random(seed)
+    return lambda: str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
+def start(client, strategy: str = "same_host", **opts):
+    """(driver, nova model) over ``client`` with the named move strategy."""
+    drv = se_driver.SchedulerDriver(
+        client, se_driver.make_conf(move_strategy=strategy, **opts))
+    return drv, NovaModel(client, drv.select_destinations,
+                          uuid_factory=uuid_factory())
+
+
+def small_host(client, name="host1", disk=True, aggregates=()):
+    """nova's SmallFakeDriver host: VCPU 2, MEMORY_MB 8192, DISK_GB 1028."""
+    invs = {"VCPU": Inventory(2), "MEMORY_MB": Inventory(8192)}
+    if disk:
+        invs["DISK_GB"] = Inventory(1028)
+    return add_host(client, name, invs, tuple(aggregates))
+
+
+def shared_storage(client, aggregate, disk_gb=1028, name="ss1"):
+    return add_host(client, name, {"DISK_GB": Inventory(disk_gb)},
+                    (aggregate,), (SHARING_TRAIT,))
+
+
+def usage(client, rp):
+    return {rc: n for rc, n in client.get_usages(rp).items() if n}
+
+
+def dump(client):
+    """Every provider's usage and every consumer's allocations."""
+    consumers = {}
+    for p in client.list_providers():
+        for c in client.get_provider_allocations(p.uuid):
+            consumers[c] = client.get_consumer(c).allocations
+    return ({p.uuid: client.get_usages(p.uuid) for p in client.list_providers()},
+            consumers)
