@@ -137,20 +137,23 @@ class NovaModel:
         server.moves[-1] = dataclasses.replace(move, in_progress=False)
         server.host, server.flavor = host, dict(flavor)
 
+    # nova records each transition (migration status, instance host and
+    # flavor) before it writes to placement, so whatever a dead process
+    # left half-done, reconcile knows the state it was heading for.
     def confirm(self, server_uuid: str) -> None:
         server = self.servers[server_uuid]
         move = self._active(server)
+        self._finish(server, move.dest, move.new_resources)
         try:
             self.client.delete_allocations(move.migration_uuid)
         except errors.NotFound:
             pass
-        self._finish(server, move.dest, move.new_resources)
 
     def revert(self, server_uuid: str) -> None:
         server = self.servers[server_uuid]
         move = self._active(server)
-        self._revert_allocation(server, move)
         self._finish(server, move.source, move.old_resources)
+        self._revert_allocation(server, move)
 
     def _revert_allocation(self, server: Server, move: MoveState) -> None:
         if not self.client.get_consumer(move.migration_uuid).allocations:
@@ -166,8 +169,8 @@ class NovaModel:
         back on its source with its old flavor)."""
         server = self.servers[server_uuid]
         move = self._active(server)
-        self._revert_allocation(server, move)
         server.moves[-1] = dataclasses.replace(move, in_progress=False)
+        self._revert_allocation(server, move)
         migration = self._uuid()
         server.moves.append(MoveState(migration, move.source, move.source,
                                       dict(move.old_resources),

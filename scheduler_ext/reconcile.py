@@ -174,21 +174,34 @@ class Reconciler:
                fallback: Mapping[str, Mapping[str, int]] | None = None
                ) -> dict[str, dict[str, int]]:
         """Where each class of ``resources`` should sit: the provider of
-        ``current`` holding it (the largest holder), else of ``fallback``,
-        else the host, else a sharing provider of the host's aggregates that
-        has the class."""
+        ``current`` holding it (the largest holder that is the host or
+        shares with it), else of ``fallback``, else the host, else a sharing
+        provider of the host's aggregates that has the class."""
         out: dict[str, dict[str, int]] = {}
         for rc, n in resources.items():
             rp = None
             for allocs in (current, fallback or {}):
                 holders = sorted(((res[rc], rp) for rp, res in allocs.items()
-                                  if res.get(rc)), reverse=True)
+                                  if res.get(rc) and self._serves(rp, host)),
+                                 reverse=True)
                 if holders:
                     rp = holders[0][1]
                     break
             rp = rp or self._provider_for(rc, host)
             out.setdefault(rp, {})[rc] = n
         return out
+
+    def _serves(self, rp: str, host: str) -> bool:
+        """``rp`` is the host, or a sharing provider in one of its aggregates."""
+        if rp == host:
+            return True
+        try:
+            _, traits = self.client.get_traits(rp)
+            _, aggs = self.client.get_aggregates(rp)
+        except errors.NotFound:
+            return False
+        return SHARING_TRAIT in traits and bool(
+            aggs & self.client.get_aggregates(host)[1])
 
     def _provider_for(self, rc: str, host: str) -> str:
         _, invs = self.client.get_inventories(host)
