@@ -1,0 +1,126 @@
+"""Bad input to the driver and reconcile: a typed error naming what was
+wrong, and placement exactly as it was."""
+
+import uuid
+
+import pytest
+
+from scheduler_ext import errors
+from scheduler_ext.placement import EmbeddedPlacement
+from scheduler_ext.reconcile import Reconciler
+from scheduler_ext.request import MoveContext, ScheduleRequest
+from tests.unit.moves import FLAVOR1, FLAVOR2, dump, small_host, start
+
+INSTANCE = str(uuid.UUID(int=1))
+MIGRATION = str(uuid.UUID(int=2))
+
+
+@pytest.fixture
+def booted():
+    client = EmbeddedPlacement()
+    host = small_host(client)
+    drv, model = start(client)
+    model.boot(FLAVOR1, INSTANCE)
+    return client, host, drv, model
+
+
+def _move(host, **changes):
+    fields = dict(instance_uuids=(INSTANCE,), resources=FLAVOR2,
+                  project_id="p", user_id="u",
+                  move=MoveContext(MIGRATION, host, FLAVOR1))
+    fields.update(changes)
+    return fields
+
+
+@pytest.mark.parametrize("changes, field", [
+    (lambda host: {"move": MoveContext(MIGRATION, None, FLAVOR1)}, "move.source_root"),
+    (lambda host: {"move": MoveContext(INSTANCE, host, FLAVOR1)}, "move.migration_uuid"),
+    (lambda host: {"move": MoveContext("not-a-uuid", host, FLAVOR1)}, "move.migration_uuid"),
+    (lambda host: {"resources": {"VCPUS": 2}}, "resources resource class"),
+    (lambda host: {"resources": {"VCPU": 0}}, "resources[VCPU]"),
+    (lambda host: {"resources": {"VCPU": -1}}, "resources[VCPU]"),
+    (lambda host: {"resources": {}}, "resources"),
+    (lambda host: {"instance_uuids": ()}, "instance_uuids"),
+    (lambda host: {"instance_uuids": (INSTANCE, INSTANCE)}, "instance_uuids"),
+    (lambda host: {"required_traits": frozenset({"HW_CPU_X86_AVX2"}),
+                   "forbidden_traits": frozenset({"HW_CPU_X86_AVX2"})}, "forbidden_traits"),
+    (lambda host: {"required_traits": frozenset({"NOT_A_TRAIT"})}, "required_traits"),
+    (lambda host: {"member_of": (frozenset({"agg"}),)}, "member_of"),
+    (lambda host: {"move": MoveContext(MIGRATION, host, {"VCPU": -2})}, "move.old_resources[VCPU]"),
+])
+def test_malformed_request_is_refused_by_name(booted, changes, field):
+    client, host, drv, model = booted
+    before = dump(client)
+    with pytest.raises(errors.InvalidRequest) as exc:
+        drv.select_destinations(ScheduleRequest(**_move(host, **changes(host))))
+    assert exc.value.field == field
+    assert field.split("[")[0].split(" ")[0] in str(exc.value)
+    assert dump(client) == before
+
+
+def test_unknown_source_host_is_refused(booted):
+    client, host, drv, model = booted
+    before = dump(client)
+    ghost = str(uuid.UUID(int=99))
+    with pytest.raises(errors.InvalidRequest, match="move.source_root") as exc:
+        drv.select_destinations(ScheduleRequest(**_move(ghost)))
+    assert exc.value.value == ghost
+    assert dump(client) == before
+
+
+def test_custom_class_no_provider_has_gives_no_valid_host(booted):
+    client, host, drv, model = booted
+    before = dump(client)
+    with pytest.raises((errors.NoValidHost, errors.InvalidRequest), match="CUSTOM_GPU"):
+        drv.select_destinations(ScheduleRequest(
+            (str(uuid.UUID(int=5)),), {"CUSTOM_GPU": 1}, "p", "u"))
+    assert dump(client) == before
+
+
+def test_unknown_strategy_name_is_refused():
+    client = EmbeddedPlacement()
+    with pytest.raises(errors.InvalidRequest, match="nonesuch"):
+        start(client, "nonesuch")
+
+
+class Down:
+    """A placement whose writes are refused (down, or a 409)."""
+
+    def __init__(self, inner, exc):
+        self.inner, self.exc = inner, exc
+
+    def __getattr__(self, name):
+        if name in ("put_allocations", "post_allocations", "delete_allocations"):
+            def refuse(*a, **kw):
+                raise self.exc
+            return refuse
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize("exc", [
+    errors.PlacementUnavailable("placement down"),
+    errors.ConcurrentUpdate("consumer generation conflict"),
+    errors.CapacityExceeded("unable to allocate inventory")])
+def test_claim_refused_by_placement_changes_nothing(exc):
+    client = EmbeddedPlacement()
+    small_host(client)
+    drv, _ = start(Down(client, exc))
+    before = dump(client)
+    with pytest.raises((errors.NoValidHost, errors.PlacementUnavailable)) as raised:
+        drv.select_destinations(ScheduleRequest((INSTANCE,), FLAVOR1, "p", "u"))
+    assert INSTANCE in str(raised.value) or isinstance(exc, errors.PlacementUnavailable)
+    assert dump(client) == before
+
+
+@pytest.mark.parametrize("exc", [
+    errors.PlacementUnavailable("placement down"),
+    errors.ConcurrentUpdate("consumer generation conflict")])
+def test_reconcile_refused_by_placement_reports_and_changes_nothing(booted, exc):
+    client, host, drv, model = booted
+    model.resize(INSTANCE, FLAVOR2)
+    model.revert(INSTANCE)
+    before = dump(client)
+    fixes = Reconciler(Down(client, exc)).run(model.states(), apply=True)
+    assert len(fixes) == 1 and not fixes[0].applied
+    assert str(exc) in fixes[0].error
+    assert dump(client) == before
