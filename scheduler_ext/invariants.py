@@ -22,6 +22,17 @@ def _totals(allocs: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
     return out
 
 
+def state(client: PlacementClient) -> tuple[dict, dict]:
+    """(usage per provider, allocations per consumer) of the whole placement,
+    for comparing two placements or two moments."""
+    consumers = {}
+    providers = client.list_providers()
+    for prov in providers:
+        for consumer in client.get_provider_allocations(prov.uuid):
+            consumers[consumer] = client.get_consumer(consumer).allocations
+    return ({p.uuid: client.get_usages(p.uuid) for p in providers}, consumers)
+
+
 def check_providers(client: PlacementClient) -> list[str]:
     """Usage equals the sum of the consumers' allocations and never exceeds
     capacity, for every provider and class."""

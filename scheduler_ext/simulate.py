@@ -21,7 +21,7 @@ import uuid as uuidlib
 from scheduler_ext import driver as se_driver
 from scheduler_ext import errors, fleet, invariants
 from scheduler_ext.novamodel import NovaModel
-from scheduler_ext.placement import EmbeddedPlacement, Inventory
+from scheduler_ext.placement import EmbeddedPlacement, Inventory, PlacementClient
 from scheduler_ext.reconcile import Reconciler
 
 FLAVORS = {
@@ -51,6 +51,7 @@ class Tally:
     def __init__(self) -> None:
         self.counts: collections.Counter = collections.Counter()
         self.violations: list[str] = []
+        self.final: tuple | None = None
 
     def line(self, name: str) -> str:
         c = self.counts
@@ -101,10 +102,13 @@ def run_bug_1790204(strategy: str) -> Tally:
     return tally
 
 
-def run_random(strategy: str, args: argparse.Namespace) -> Tally:
+def run_random(strategy: str, args: argparse.Namespace,
+               client: PlacementClient | None = None) -> Tally:
+    """The random scenario on ``client`` (a fresh embedded placement by
+    default; it must hold no providers)."""
     rng = random.Random(args.seed)
     tally = Tally()
-    client = EmbeddedPlacement()
+    client = client if client is not None else EmbeddedPlacement()
     fleet.build(client, hosts=args.hosts, sharing=args.sharing, seed=args.seed)
     drv = se_driver.SchedulerDriver(client, se_driver.make_conf(
         move_strategy=strategy))
@@ -172,6 +176,7 @@ def run_random(strategy: str, args: argparse.Namespace) -> Tally:
     tally.counts["reconcile fixes"] += sum(
         f.applied for f in reconciler.run(model.states(), apply=True))
     _check(client, model, tally, exact, "the final reconcile")
+    tally.final = invariants.state(client)
     return tally
 
 

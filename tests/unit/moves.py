@@ -7,6 +7,7 @@ import random
 import uuid
 
 from scheduler_ext import driver as se_driver
+from scheduler_ext import invariants
 from scheduler_ext.fleet import SHARING_TRAIT, add_host
 from scheduler_ext.novamodel import NovaModel
 from scheduler_ext.placement import Inventory
@@ -48,9 +49,4 @@ def usage(client, rp):
 
 def dump(client):
     """Every provider's usage and every consumer's allocations."""
-    consumers = {}
-    for p in client.list_providers():
-        for c in client.get_provider_allocations(p.uuid):
-            consumers[c] = client.get_consumer(c).allocations
-    return ({p.uuid: client.get_usages(p.uuid) for p in client.list_providers()},
-            consumers)
+    return invariants.state(client)

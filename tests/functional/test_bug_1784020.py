@@ -1,0 +1,12 @@
+"""Shared-storage move scenarios (tests/unit/test_bug_1784020.py) against a
+real placement on 127.0.0.1: the ``client`` fixture here is an HttpPlacement."""
+
+from tests.unit.test_bug_1784020 import *  # noqa: F401,F403  (the tests)
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def client(real_client):
+    """Overrides the unit module's embedded placement."""
+    return real_client

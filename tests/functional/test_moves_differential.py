@@ -1,0 +1,22 @@
+"""The same seeded random lifecycle (boots, resizes, migrations, confirms,
+reverts, failures with reschedules, deletes, reconciles) on the embedded and
+on a real placement ends with the same counts and the same allocations,
+and keeps every invariant on the real one."""
+
+import argparse
+
+import pytest
+
+from scheduler_ext import simulate
+
+
+@pytest.mark.parametrize("strategy", ["same_host", "stock"])
+def test_random_lifecycle_same_on_both_backends(real_client, strategy):
+    args = argparse.Namespace(seed=3, hosts=5, sharing=2, steps=50)
+    embedded = simulate.run_random(strategy, args)
+    real = simulate.run_random(strategy, args, client=real_client)
+    assert real.violations == []
+    assert embedded.violations == []
+    assert real.counts == embedded.counts
+    assert sum(v for k, v in real.counts.items() if k.endswith(" ok")) > 30
+    assert real.final == embedded.final
