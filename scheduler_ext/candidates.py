@@ -40,6 +40,8 @@ def candidate_request(request: ScheduleRequest) -> CandidateRequest:
 class EngineCandidateSource:
     """``CandidateSource`` backed by the numpy CapacityIndex."""
 
+    virtual_release = True
+
     def __init__(self, client: PlacementClient, conf: cfg.ConfigOpts):
         opts = conf.scheduler_ext
         self.client = client

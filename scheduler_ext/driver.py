@@ -9,13 +9,17 @@ stevedore, by the names in ``[scheduler_ext]``, and answers
 from __future__ import annotations
 
 from oslo_config import cfg
+from oslo_log import log as logging
 from stevedore import driver as sd_driver
 
 from scheduler_ext import conf as se_conf
 from scheduler_ext import errors
 from scheduler_ext.placement import PlacementClient
+from scheduler_ext.placement_source import PlacementCandidateSource
 from scheduler_ext.request import ScheduleRequest
 from scheduler_ext.strategy import Selection
+
+LOG = logging.getLogger(__name__)
 
 ENGINE_NAMESPACE = "scheduler_ext.engine"
 STRATEGY_NAMESPACE = "scheduler_ext.move_strategy"
@@ -51,8 +55,18 @@ class SchedulerDriver:
         engine_cls = _load(ENGINE_NAMESPACE, opts.engine)
         strategy_cls = _load(STRATEGY_NAMESPACE, opts.move_strategy)
         self.source = engine_cls(client, self.conf)
-        self.strategy = strategy_cls(
-            client, self.source, max_alternates=opts.max_alternates,
+        self.strategy = self._strategy(strategy_cls, self.source)
+        # queries the engine cannot answer exactly go to placement itself
+        self.fallback = None
+        if not isinstance(self.source, PlacementCandidateSource) and \
+                hasattr(client, "allocation_candidates"):
+            self.fallback = self._strategy(
+                strategy_cls, PlacementCandidateSource(client, self.conf))
+
+    def _strategy(self, strategy_cls, source):
+        opts = self.conf.scheduler_ext
+        return strategy_cls(
+            self.client, source, max_alternates=opts.max_alternates,
             max_claim_attempts=opts.max_claim_attempts,
             prefer_same_host=opts.prefer_same_host)
 
@@ -70,6 +84,12 @@ class SchedulerDriver:
         refresh = getattr(self.source, "refresh", None)
         if refresh is not None:
             refresh()
-        return self.strategy.select(request)
+        try:
+            return self.strategy.select(request)
+        except errors.Unsupported as exc:
+            if self.fallback is None:
+                raise
+            LOG.info("engine cannot answer (%s); asking placement", exc)
+            return self.fallback.select(request)
 
     __call__ = select_destinations

@@ -104,6 +104,11 @@ class CandidateSource(Protocol):
     def changed(self, providers: Iterable[str]) -> None:
         """The allocations on these providers were (maybe) written."""
 
+    #: True when ``move_candidates`` can treat ``released`` as free without
+    #: writing to placement (the engine); False when placement must really
+    #: release them first (candidates from placement itself).
+    virtual_release: bool
+
 
 def max_allocations(a: Allocations, b: Allocations) -> dict[str, dict[str, int]]:
     """Per (provider, class) maximum of two allocation sets."""
@@ -170,18 +175,42 @@ class SameHostMoveStrategy:
         limit = self.max_claim_attempts + self.max_alternates + 1
         held = self._read(request, instance)
         old = self._old(held)
-        if move is not None and not any(
-                rp == move.source_root for rp in old) and old:
+        if move is not None and old and move.source_root not in old:
             LOG.warning("instance %s: old allocations %s are not on the "
                         "source %s", instance, sorted(old), move.source_root)
-        choices, pool = self._choices(request, old, limit)
+        real_release = (move is not None and move.allow_same_host and
+                        self.release and bool(old) and
+                        not self.source.virtual_release)
+        if real_release:
+            held = self._release(request, instance, held)
+        # what the view may treat as free for the source host
+        released = old if self.release and (
+            self.source.virtual_release or real_release) else None
+        try:
+            return self._claim_best(request, instance, held, old, released, limit)
+        except errors.SchedulerExtError as exc:
+            if not real_release:
+                raise
+            try:
+                self._restore(request, instance, old)
+            except errors.SchedulerExtError:
+                # the window was lost: the source's space is gone; cover the
+                # instance on another host rather than nowhere
+                return self._claim_uncovered(request, instance, limit, exc)
+            raise
+
+    def _claim_best(self, request: ScheduleRequest, instance: str, held: dict,
+                    old: Allocations, released: Allocations | None,
+                    limit: int) -> list[Selection]:
+        """Claim the first candidate that placement accepts."""
+        choices, pool = self._choices(request, released, limit)
         if not choices:
             raise errors.NoValidHost(
                 f"instance {instance}: no host fits {dict(request.resources)}"
                 + self._move_text(request))
         failures = []
         for cand in choices[:self.max_claim_attempts]:
-            writes = self._writes(request, instance, held, cand)
+            writes = self._writes(request, instance, held, old, cand)
             try:
                 self.client.post_allocations(writes)
             except errors.Conflict as exc:
@@ -198,6 +227,76 @@ class SameHostMoveStrategy:
         raise errors.NoValidHost(
             f"instance {instance}: every claim failed ({'; '.join(failures)})"
             + self._move_text(request))
+
+    # When candidates come from placement itself (the engine cannot model
+    # the fleet), placement cannot be asked "as if the old flavor were
+    # free": the release has to be real. From the release write until the
+    # claim (or the restore) is written, a concurrent boot may take the
+    # source's space; the claim then fails and the next candidate, the
+    # alternates, and finally the restore are tried.
+    def _release(self, request: ScheduleRequest, instance: str, held: dict) -> dict:
+        writes = {self._consumer(request, instance, who): c.write(
+                      {}, consumer_type=self._type(who))
+                  for who, c in held.items() if c.allocations}
+        self.client.post_allocations(writes)
+        LOG.info("instance %s: released %s for scheduling", instance,
+                 self._old(held))
+        return self._read(request, instance)
+
+    def _claim_uncovered(self, request: ScheduleRequest, instance: str,
+                         limit: int, cause: Exception) -> list[Selection]:
+        """Last resort after a lost release window: claim the new flavor on
+        another host with the migration holding nothing (a later revert is
+        then not covered on the source; reconcile restores it when room
+        appears). Raises an error naming the instance if even that fails."""
+        held = self._read(request, instance)
+        view = self.source.move_candidates(request, limit=limit,
+                                           source=request.move.source_root,
+                                           released=None)
+        for cand in view.others[:self.max_claim_attempts]:
+            try:
+                self.client.post_allocations({instance: held["instance"].write(
+                    copy_allocations(cand.allocations), consumer_type=INSTANCE,
+                    project_id=request.project_id, user_id=request.user_id)})
+            except errors.Conflict:
+                continue
+            LOG.error("instance %s: the source %s was taken while its old "
+                      "allocations were released; it moves to %s with "
+                      "migration %s holding nothing, so a revert is not "
+                      "covered until reconcile restores the source",
+                      instance, request.move.source_root, cand.root,
+                      request.move.migration_uuid)
+            return [Selection(cand.root, cand.allocations)]
+        raise errors.SchedulerExtError(
+            f"instance {instance}: its old allocations were released for "
+            f"scheduling, could not be restored, and no host could be "
+            f"claimed ({cause}); the instance is not covered in placement "
+            "until reconcile restores it")
+
+    def _restore(self, request: ScheduleRequest, instance: str,
+                 old: Allocations) -> None:
+        """Put the released old allocations back on the migration (where
+        nova's conductor had moved them); an error names the instance."""
+        now = self._read(request, instance)
+        mig = now["migration"]
+        try:
+            self.client.post_allocations({request.move.migration_uuid: mig.write(
+                copy_allocations(old), consumer_type=MIGRATION,
+                project_id=request.project_id, user_id=request.user_id)})
+        except errors.PlacementError as exc:
+            raise errors.SchedulerExtError(
+                f"instance {instance}: its old allocations {dict(old)} were "
+                f"released for scheduling and could not be restored ({exc}); "
+                "the instance is not covered in placement until reconcile "
+                "restores them") from exc
+
+    @staticmethod
+    def _consumer(request: ScheduleRequest, instance: str, who: str) -> str:
+        return instance if who == "instance" else request.move.migration_uuid
+
+    @staticmethod
+    def _type(who: str) -> str:
+        return INSTANCE if who == "instance" else MIGRATION
 
     @staticmethod
     def _move_text(request: ScheduleRequest) -> str:
@@ -222,7 +321,7 @@ class SameHostMoveStrategy:
             add_allocations(old, consumer.allocations)
         return old
 
-    def _choices(self, request: ScheduleRequest, old: Allocations,
+    def _choices(self, request: ScheduleRequest, released: Allocations | None,
                  limit: int) -> tuple[list[Candidate], list[Candidate]]:
         """(candidates to claim, best first; alternates pool)."""
         move = request.move
@@ -230,8 +329,7 @@ class SameHostMoveStrategy:
             cands = self.source.candidates(request, limit=limit + 1)
             return cands, cands
         view = self.source.move_candidates(
-            request, limit=limit, source=move.source_root,
-            released=old if self.release else None)
+            request, limit=limit, source=move.source_root, released=released)
         others = view.others
         # alternates are claimed by nova's conductor with the old
         # allocations held again: the source only if it fits beside them
@@ -246,7 +344,8 @@ class SameHostMoveStrategy:
         return sorted([same] + others, key=lambda c: -c.weight), pool
 
     def _writes(self, request: ScheduleRequest, instance: str, held: dict,
-                cand: Candidate) -> dict[str, AllocationWrite]:
+                old: Allocations, cand: Candidate) -> dict[str, AllocationWrite]:
+        """The one write claiming ``cand`` (see the module's table)."""
         move = request.move
         inst = held["instance"]
         if move is None:
@@ -254,7 +353,6 @@ class SameHostMoveStrategy:
                 cand.allocations, consumer_type=INSTANCE,
                 project_id=request.project_id, user_id=request.user_id)}
         mig = held["migration"]
-        old = self._old(held)
         if cand.root == move.source_root and self.release:
             target_inst, target_mig = max_allocations(old, cand.allocations), {}
         else:

@@ -18,8 +18,20 @@ OPTS = [
         "engine", default="numpy",
         help="Name of the candidate engine in the 'scheduler_ext.engine' "
              "entry-point namespace. 'numpy' filters every provider's "
-             "capacity in memory; it raises Unsupported for queries it "
-             "cannot answer exactly and the driver then asks placement."),
+             "capacity in memory and can release a moving server's old "
+             "allocations in its view only; for a fleet or query it cannot "
+             "model exactly (nested providers) the driver asks placement "
+             "instead. 'placement' always asks placement (GET "
+             "/allocation_candidates); a move's release is then a real "
+             "write, leaving a window of one scheduling decision in which a "
+             "concurrent boot can take the source's space (the move then "
+             "falls back to other hosts, and the old allocations are put "
+             "back if nothing can be claimed)."),
+    cfg.IntOpt(
+        "placement_results_limit", default=1000, min=1,
+        help="Largest number of allocation candidates asked from placement "
+             "when it is the candidate source (like nova's "
+             "[scheduler]max_placement_results)."),
     cfg.StrOpt(
         "move_strategy", default="same_host",
         help="Name of the move strategy in the 'scheduler_ext.move_strategy' "

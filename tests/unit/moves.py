@@ -22,10 +22,15 @@ def uuid_factory(seed: int = 0):
     return lambda: str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
 
+#: options every test driver gets (functional tests switch the engine)
+DEFAULTS: dict = {}
+
+
 def start(client, strategy: str = "same_host", **opts):
     """(driver, nova model) over ``client`` with the named move strategy."""
     drv = se_driver.SchedulerDriver(
-        client, se_driver.make_conf(move_strategy=strategy, **opts))
+        client, se_driver.make_conf(move_strategy=strategy,
+                                    **{**DEFAULTS, **opts}))
     return drv, NovaModel(client, drv.select_destinations,
                           uuid_factory=uuid_factory())
 

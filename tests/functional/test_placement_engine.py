@@ -1,0 +1,74 @@
+"""The move scenarios with candidates from placement itself (engine
+'placement', the fallback for fleets the numpy engine cannot model): the
+release is then a real write, and the window it opens is tested here."""
+
+import uuid
+
+import pytest
+
+from scheduler_ext import errors, invariants
+from scheduler_ext.placement import AllocationWrite
+from tests.unit import moves
+from tests.unit.test_bug_1784020 import *  # noqa: F401,F403
+from tests.unit.test_bug_1790204 import *  # noqa: F401,F403
+
+
+@pytest.fixture(autouse=True)
+def placement_engine(monkeypatch):
+    monkeypatch.setitem(moves.DEFAULTS, "engine", "placement")
+
+
+@pytest.fixture
+def client(real_client):
+    """Overrides the unit modules' embedded placement."""
+    return real_client
+
+
+class StealsTheSource:
+    """After the move's release write, a concurrent boot takes the space."""
+
+    def __init__(self, inner, host, amount):
+        self.inner, self.host, self.amount = inner, host, amount
+        self.stolen = False
+
+    def __getattr__(self, name):
+        attr = getattr(self.inner, name)
+        if name != "post_allocations":
+            return attr
+
+        def post(writes):
+            attr(writes)
+            released = all(not w.allocations for w in writes.values())
+            if released and not self.stolen:
+                self.stolen = True
+                self.inner.put_allocations(str(uuid.UUID(int=77)), AllocationWrite(
+                    {self.host: self.amount}, "thief", "thief", None))
+        return post
+
+
+def test_lost_window_with_no_other_host_restores_or_names_instance(real_client):
+    host = moves.small_host(real_client)
+    _, model = moves.start(real_client)
+    server = model.boot(moves.FLAVOR1)
+    thief = StealsTheSource(real_client, host, {"VCPU": 1})
+    model.client = thief
+    model.scheduler = moves.start(thief)[0].select_destinations
+    with pytest.raises(errors.SchedulerExtError) as exc:
+        model.resize(server.uuid, moves.FLAVOR2)
+    assert thief.stolen
+    assert server.uuid in str(exc.value)
+    assert invariants.check_providers(real_client) == []
+
+
+def test_lost_window_moves_to_another_host_covered(real_client):
+    host1 = moves.small_host(real_client, "host1")
+    _, model = moves.start(real_client)
+    server = model.boot(moves.FLAVOR1)
+    host2 = moves.small_host(real_client, "host2")
+    thief = StealsTheSource(real_client, host1, {"VCPU": 2})
+    model.client = thief
+    model.scheduler = moves.start(thief, prefer_same_host=True)[0].select_destinations
+    move = model.resize(server.uuid, moves.FLAVOR2)
+    assert thief.stolen and move.dest == host2
+    assert real_client.get_consumer(server.uuid).allocations == {host2: moves.FLAVOR2}
+    assert invariants.check_providers(real_client) == []
