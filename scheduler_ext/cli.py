@@ -19,6 +19,8 @@ COMMANDS = {
                  "replay resize/migrate scenarios on an embedded placement"),
     "bench": ("scheduler_ext.bench",
               "measure the numpy engine against baselines, as ratios"),
+    "audit": ("scheduler_ext.audit",
+              "check a placement against the invariants; reconcile moves"),
 }
 
 
