@@ -20,8 +20,9 @@ from scheduler_ext import errors
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.engine.request import CandidateRequest
 from scheduler_ext.engine.weigh import Weigher, top_k
-from scheduler_ext.placement import Allocations, PlacementClient, ProviderRecord
+from scheduler_ext.placement import Allocations, PlacementClient
 from scheduler_ext.placement.client import read_provider
+from scheduler_ext.placement.sql_snapshot import SqlSnapshot
 from scheduler_ext.request import ScheduleRequest
 from scheduler_ext.strategy import Candidate, MoveCandidates
 
@@ -49,17 +50,35 @@ class EngineCandidateSource:
                                     opts.cpu_weight_multiplier,
                                     opts.disk_weight_multiplier)
         self.host_subset_size = opts.host_subset_size
+        self.sql = None
+        if opts.snapshot_source == "sql":
+            if not opts.placement_database_connection:
+                raise errors.InvalidRequest(
+                    "snapshot_source = sql needs placement_database_connection",
+                    field="placement_database_connection", value=None)
+            self.sql = SqlSnapshot(opts.placement_database_connection)
+        snap = self.sql.snapshot() if self.sql else client.snapshot()
         self.index = CapacityIndex.from_snapshot(
-            client.snapshot(),
-            single_precision_ratio=opts.allocation_ratio_storage == "single")
+            snap, single_precision_ratio=opts.allocation_ratio_storage == "single")
 
     # -------------------------------------------------------------- cache
     def refresh(self) -> None:
-        """Re-read placement and bring the index up to date."""
-        snap = self.client.snapshot()
-        self.index.sync(snap)
-        for record in snap.providers:
-            self._fix_usage(record)
+        """Bring the index up to date with placement."""
+        if self.sql is None:
+            snap = self.client.snapshot()
+            self.index.sync(snap)
+            for record in snap.providers:
+                self._fix_usage(record.provider.uuid, record.usages)
+            return
+        gens = self.sql.generations()
+        moved = [u for u, g in gens.items() if self.index.generation(u) != g]
+        for record in self.sql.snapshot(moved).providers:
+            self.index.refresh_provider(record)
+        for u in [u for u in self.index._row_of if u not in gens]:
+            self.index.remove_provider(u)
+        used = self.sql.usages()
+        for u in gens:
+            self._fix_usage(u, used.get(u, {}))
 
     def changed(self, providers: Iterable[str]) -> None:
         for rp in dict.fromkeys(providers):
@@ -69,15 +88,14 @@ class EngineCandidateSource:
                 self.index.remove_provider(rp)
                 continue
             self.index.refresh_provider(record)
-            self._fix_usage(record)
+            self._fix_usage(rp, record.usages)
 
-    def _fix_usage(self, record: ProviderRecord) -> None:
-        rp = record.provider.uuid
+    def _fix_usage(self, rp: str, usages) -> None:
         have = self.index.usage(rp)
-        up = {rc: n - have.get(rc, 0) for rc, n in record.usages.items()
+        up = {rc: n - have.get(rc, 0) for rc, n in usages.items()
               if n > have.get(rc, 0)}
-        down = {rc: have[rc] - n for rc, n in record.usages.items()
-                if n < have.get(rc, 0)}
+        down = {rc: n - usages.get(rc, 0) for rc, n in have.items()
+                if usages.get(rc, 0) < n}
         if up:
             self.index.apply({rp: up}, 1)
         if down:
