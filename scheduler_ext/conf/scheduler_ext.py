@@ -15,6 +15,17 @@ OPTS = [
                          "(simulations and tests only: it is lost on exit)")],
         help="Where allocations are read and written."),
     cfg.StrOpt(
+        "driver", default="default",
+        help="Name of the scheduler driver in the 'scheduler_ext.driver' "
+             "entry-point namespace, loaded by the scheduler-ext nova "
+             "scheduler service (scheduler-ext-nova-scheduler, nova 23 and "
+             "later) and by the 'scheduler_ext' driver of nova 22 and "
+             "earlier. It is built with (placement client, configuration) "
+             "and answers select_destinations(ScheduleRequest). 'default' "
+             "is scheduler-ext's driver: the engine and move strategy "
+             "below, behind nova's request filters, host filters and "
+             "weighers."),
+    cfg.StrOpt(
         "engine", default="numpy",
         help="Name of the candidate engine in the 'scheduler_ext.engine' "
              "entry-point namespace. 'numpy' filters every provider's "
@@ -27,6 +38,23 @@ OPTS = [
              "concurrent boot can take the source's space (the move then "
              "falls back to other hosts, and the old allocations are put "
              "back if nothing can be claimed)."),
+    cfg.StrOpt(
+        "snapshot_source", default="api", choices=[
+            ("api", "placement's REST API: four GETs per provider per full "
+                    "read (about 58 ms each); fine up to a few hundred "
+                    "providers"),
+            ("sql", "placement's database, read-only, at "
+                    "placement_database_connection: a few queries for the "
+                    "whole fleet")],
+        help="How the numpy engine reads the fleet. It re-reads before each "
+             "scheduling request: providers whose generation moved are "
+             "re-indexed, and usage is re-read for all (placement does not "
+             "bump a generation when allocations leave a provider)."),
+    cfg.StrOpt(
+        "placement_database_connection", secret=True,
+        help="SQLAlchemy URL of placement's database for snapshot_source = "
+             "sql (placement's own [placement_database]connection; a "
+             "read-only account is enough)."),
     cfg.IntOpt(
         "placement_results_limit", default=1000, min=1,
         help="Largest number of allocation candidates asked from placement "
