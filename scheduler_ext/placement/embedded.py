@@ -15,7 +15,17 @@ held to the real ``openstack-placement`` by the differential tests in
 * a consumer is created (generation 0) before the providers are looked up,
   so a write naming an unknown provider (400) leaves that consumer behind,
   as placement does; any later failure removes it again;
-* ``DELETE /allocations`` bumps no provider generation.
+* likewise ``allocations: {}`` for a consumer placement does not know writes
+  no rows, so it leaves a record at generation 0 that reads back as "no
+  allocations" yet refuses a null generation;
+* ``DELETE /allocations`` bumps no provider generation;
+* setting the traits a provider already has bumps nothing (placement only
+  bumps when the set changes); setting aggregates or inventories always
+  bumps, even when nothing changed;
+* deleting a provider checks for children (cannot_delete_parent) before
+  allocations (resource_provider.inuse);
+* an unknown provider is a 404 without an error code (placement only uses
+  ``placement.resource_provider.not_found`` in the reshaper).
 """
 
 from __future__ import annotations

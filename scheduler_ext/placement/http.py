@@ -7,6 +7,7 @@ partial write. Answers are mapped to the typed errors of
 
 from __future__ import annotations
 
+import urllib.parse
 from typing import Any, Iterable, Mapping
 
 from keystoneauth1 import adapter as ks_adapter
@@ -63,9 +64,9 @@ class HttpPlacement:
             kwargs["json"] = body
         try:
             resp = self._adapter.request(url, method, **kwargs)
-        except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout,
+        except (ks_exc.ConnectionError,     # refused, timeout, TLS, unknown
                 ks_exc.EndpointNotFound, ks_exc.DiscoveryFailure,
-                ks_exc.RequestTimeout, ks_exc.UnknownConnectionError) as exc:
+                ks_exc.RequestTimeout) as exc:
             raise errors.PlacementUnavailable(
                 f"{method} {url}: placement unreachable: {exc}") from exc
         if resp.status_code in ok:
@@ -206,6 +207,11 @@ class HttpPlacement:
     def delete_allocations(self, consumer_uuid: str) -> None:
         consumer_uuid = validation.uuid(consumer_uuid, "consumer_uuid")
         self._call("DELETE", f"/allocations/{consumer_uuid}")
+
+    def allocation_candidates(self, params: list[tuple[str, str]]) -> dict:
+        """``GET /allocation_candidates`` with ``params`` (1.39 syntax)."""
+        query = urllib.parse.urlencode(params)
+        return self._call("GET", f"/allocation_candidates?{query}")
 
     def snapshot(self) -> FleetSnapshot:
         """Four GETs per provider: slow at scale (see placement-semantics.md

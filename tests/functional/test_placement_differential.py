@@ -21,6 +21,12 @@ writes, constraint violations, inventory removal in use, lowered inventory
 and over-capacity writes, writes naming missing providers or uncreated
 classes, and provider deletes.
 
+``test_scripted_corner_case`` runs a few fixed scenarios the random
+sequences reach rarely (a parent with children and allocations, a provider
+parented to itself, unchanged traits and aggregates, consumer records left
+behind at generation 0, float capacity edges, over-capacity POSTs, identity
+changes) through the same lockstep harness.
+
 The real placement's database is shared by all sequences of a session, so
 every name and UUID is fresh: UUIDs come from the seeded generator mixed with
 a per-run salt, names carry the salt and the seed. A failing test names its
@@ -38,6 +44,7 @@ import os
 import random
 import secrets
 import uuid as uuidlib
+import zlib
 from typing import Any, Callable, Iterable
 
 import pytest
@@ -216,55 +223,69 @@ class Sequence:
         return gen + 1, " (wrong gen)"
 
     # ---------------------------------------------------------- amounts
-    def amount(self, rp: str, rc: str, used: int | None = None) -> int:
-        """An amount of ``rc`` on ``rp``: mostly a fit near the free
-        capacity, sometimes one that just does not fit or breaks
-        min_unit/max_unit/step_size."""
+    FIT_MODES = ("best", "smallest", "random", "random")
+    EDGE_MODES = ("boundary", "boundary", "over_step", "off_step",
+                  "below_min", "above_max", "wild")
+
+    def amount(self, rp: str, rc: str, mode: str) -> int:
+        """An amount of ``rc`` on ``rp``. Fitting modes: the largest amount
+        that fits (drains the provider), the smallest valid one, a random
+        valid one. Edge modes: one more than the float capacity allows
+        (e.g. 57 of total 100 at ratio 0.57), one step over the largest
+        fit, off the step grid, below min_unit, above max_unit, anything."""
         inv = self.inventories(rp).get(rc)
         if inv is None:
             return self.rng.choice([1, 2, 8, 256])
-        if used is None:
-            used = self.emb.get_usages(rp).get(rc, 0)
+        used = self.emb.get_usages(rp).get(rc, 0)
         step, lo, hi = inv.step_size, inv.min_unit, inv.max_unit
         room = math.floor(inv.capacity) - used      # used + n <= floor(cap)
         best = (min(room, hi) // step) * step
         smallest = -(-lo // step) * step
-        r = self.rng.random()
-        if r < 0.30:                 # largest fitting amount
+        if mode == "best":
             n = best if best >= lo else smallest
-        elif r < 0.50:               # smallest valid amount
+        elif mode == "smallest":
             n = smallest
-        elif r < 0.60:               # random valid-ish amount
-            n = self.rng.randint(1, max(1, best // step)) * step
-        elif r < 0.72:               # just over the float capacity
-            n = max(1, room + 1)
-        elif r < 0.80:               # next step over the largest fit
+        elif mode == "random":
+            top = max(smallest, best)
+            n = self.rng.randint(smallest // step, top // step) * step
+        elif mode == "boundary":
+            n = room + 1
+        elif mode == "over_step":
             n = max(smallest, best + step)
-        elif r < 0.86 and step > 1:  # off the step grid
-            n = max(lo, smallest) + 1
-        elif r < 0.91 and lo > 1:    # below min_unit
+        elif mode == "off_step" and step > 1:
+            n = smallest + 1
+        elif mode == "below_min" and lo > 1:
             n = lo - 1
-        elif r < 0.96 and hi < MAX_INT:   # above max_unit
+        elif mode == "above_max" and hi < MAX_INT:
             n = hi + step
         else:
             n = self.rng.randint(1, max(2, int(inv.capacity) + 2))
         return max(1, min(n, MAX_INT))
 
-    def claim_allocations(self, rp: str | None = None) -> dict:
+    def claim_allocations(self, rp: str | None = None,
+                          edge: float = 0.35) -> dict:
         """Allocations for one consumer: some classes of one compute node
-        (or child), maybe DISK_GB from a sharing provider."""
+        (or child), maybe DISK_GB from a sharing provider; with probability
+        ``edge`` one of the amounts is an edge case."""
         targets = self.live(self.computes + self.children)
         if rp is None:
             rp = self.rng.choice(targets) if targets else self.phantom
         invs = self.inventories(rp)
         rcs = sorted(invs) or ["VCPU"]
         chosen = self.rng.sample(rcs, self.rng.randint(1, min(3, len(rcs))))
-        allocs = {rp: {rc: self.amount(rp, rc) for rc in chosen}}
+        cells = [(rp, rc) for rc in chosen]
         shared = self.live(self.sharing)
         if shared and self.rng.random() < 0.4:
             ss = self.rng.choice(shared)
             if "DISK_GB" in self.inventories(ss):
-                allocs.setdefault(ss, {})["DISK_GB"] = self.amount(ss, "DISK_GB")
+                cells.append((ss, "DISK_GB"))
+        odd = self.rng.randrange(len(cells)) \
+            if self.rng.random() < edge else None
+        allocs: dict = {}
+        for i, (r, rc) in enumerate(cells):
+            mode = self.rng.choice(self.EDGE_MODES if i == odd
+                                   else self.FIT_MODES)
+            allocs.setdefault(r, {})[rc] = self.amount(r, rc, mode)
         return allocs
 
     def write(self, allocs: dict, generation: int | None,
@@ -385,38 +406,71 @@ class Sequence:
         self.do(f"rewrite {c} {allocs} {how}", lambda p: p.put_allocations(c, w),
                 providers=list(old.allocations) + list(allocs), consumers=[c])
 
-    def step_over_capacity(self) -> None:
-        """Lower an inventory under its usage, or write to a provider that
-        already is over capacity (accepted only if usage does not grow)."""
+    def over_capacity(self) -> list[tuple[str, str]]:
         over = []
         for rp in self.live():
             invs, usage = self.inventories(rp), self.emb.get_usages(rp)
             over += [(rp, rc) for rc, inv in invs.items()
                      if usage.get(rc, 0) > inv.capacity]
-        if not over or self.rng.random() < 0.3:
-            return self.step_lower_inventory()
-        rp, rc = self.rng.choice(over)
+        return over
+
+    def step_over_capacity(self) -> None:
+        """Lower an inventory below its usage, then write to a provider that
+        is over capacity: accepted only while its usage does not grow (the
+        sum over all consumers of a POST counts)."""
+        over = self.over_capacity()
+        if not over:
+            in_use = [(rp, rc) for rp in self.live()
+                      for rc, n in self.emb.get_usages(rp).items() if n]
+            if not in_use:
+                return self.step_claim()
+            rp, rc = self.rng.choice(in_use)
+            invs = dict(self.inventories(rp))
+            inv, used = invs[rc], self.emb.get_usages(rp)[rc]
+            total = max(1, self.rng.choice([used - 1, used // 2, 1]))
+            invs[rc] = Inventory(total, 0, inv.min_unit, inv.max_unit,
+                                 inv.step_size, self.rng.choice([1.0, 0.57]))
+            self.set_inventories(rp, invs, "lower below usage")
+            over = self.over_capacity()
+        for _ in range(self.rng.randint(1, 3)):
+            if over:
+                self.over_capacity_write(*self.rng.choice(over))
+            over = self.over_capacity()
+
+    def over_capacity_write(self, rp: str, rc: str) -> None:
         on_it = [c for c, res in self.emb.get_provider_allocations(rp).items()
                  if rc in res]
-        old_c = self.rng.choice(on_it)
-        old = self.emb.get_consumer(old_c)
+        c = self.rng.choice(on_it)
+        old = self.emb.get_consumer(c)
+        step = self.inventories(rp)[rc].step_size
         allocs = {r: dict(res) for r, res in old.allocations.items()}
-        delta = self.rng.choice([-2, -1, -1, 0, 1, 2])
-        inv = self.inventories(rp)[rc]
-        allocs[rp][rc] = max(1, allocs[rp][rc] + delta * inv.step_size)
-        if self.rng.random() < 0.25:
-            # a second consumer in the same POST that adds to it
-            other = self.new_consumer()
-            w = {old_c: self.write(allocs, old.generation),
-                 other: self.write({rp: {rc: max(1, inv.min_unit)}}, None)}
-            self.do(f"over-capacity post {old_c}+{other} {rp} {rc} delta {delta}",
-                    lambda p: p.post_allocations(w),
+        r = self.rng.random()
+        if r < 0.2:
+            return self.step_move(c)
+        if r < 0.35:     # a new consumer on it: always grows the usage
+            new = self.new_consumer()
+            w = self.write({rp: {rc: self.amount(rp, rc, "smallest")}}, None)
+            self.do(f"over-capacity claim {new} {rp} {rc}",
+                    lambda p: p.put_allocations(new, w),
+                    providers=[rp], consumers=[new])
+            return
+        shrink = self.rng.choice([0, 1, 1, 2])
+        allocs[rp][rc] = max(1, allocs[rp][rc] - shrink * step)
+        if r < 0.6:      # one consumer shrinks, a new one takes some
+            new = self.new_consumer()
+            take = self.rng.choice([1, 1, 2, 3]) * step
+            w = {c: self.write(allocs, old.generation),
+                 new: self.write({rp: {rc: take}}, None)}
+            self.do(f"over-capacity post {c} -{shrink} steps + {new} {take} "
+                    f"{rp} {rc}", lambda p: p.post_allocations(w),
                     providers=allocs, consumers=list(w))
             return
+        delta = self.rng.choice([-shrink, -shrink, 0, 1, 2])
+        allocs[rp][rc] = max(1, old.allocations[rp][rc] + delta * step)
         w = self.write(allocs, old.generation)
-        self.do(f"over-capacity rewrite {old_c} {rp} {rc} delta {delta}",
-                lambda p: p.put_allocations(old_c, w),
-                providers=allocs, consumers=[old_c])
+        self.do(f"over-capacity rewrite {c} {rp} {rc} delta {delta} steps",
+                lambda p: p.put_allocations(c, w),
+                providers=allocs, consumers=[c])
 
     def step_lower_inventory(self) -> None:
         """Lower totals (possibly below usage), or change ratios/reserved."""
@@ -458,7 +512,9 @@ class Sequence:
         invs = dict(self.inventories(rp))
         r = self.rng.random()
         if r < 0.45 and invs:
-            rc = self.rng.choice(sorted(invs))
+            used = [rc for rc, n in self.emb.get_usages(rp).items() if n]
+            rc = self.rng.choice(used if used and self.rng.random() < 0.6
+                                 else sorted(invs))
             del invs[rc]
             note = f"remove {rc}"
         elif r < 0.8:
@@ -473,12 +529,12 @@ class Sequence:
         gen, how = self.pick_provider_generation(rp)
         self.set_inventories(rp, invs, note + how, generation=gen)
 
-    def step_move(self) -> None:
+    def step_move(self, inst: str | None = None) -> None:
         """nova's move_allocations: instance -> migration in one POST."""
         holders = self.holders()
         if not holders:
             return self.step_claim()
-        inst = self.rng.choice(holders)
+        inst = inst or self.rng.choice(holders)
         old = self.emb.get_consumer(inst)
         if self.rng.random() < 0.8:
             mig = self.new_consumer()
@@ -672,3 +728,156 @@ class Sequence:
                          ids=lambda s: f"seed={s}")
 def test_embedded_matches_real_placement(real_placement, seed):
     Sequence(seed, EmbeddedPlacement(), real_placement).run(MIXED_STEPS)
+
+
+# ------------------------------------------------------ scripted corner cases
+# Corners the random sequences reach rarely, run through the same lockstep
+# harness (same outcome, same state after every step).
+def _node(s: Sequence, kind: str, invs: dict, parent: str | None = None) -> str:
+    rp = s.create(kind, parent=parent)
+    s.set_inventories(rp, invs)
+    return rp
+
+
+def _put(s: Sequence, c: str, allocs: dict, gen, desc: str = "put",
+         **kw) -> tuple:
+    w = AllocationWrite(allocs, kw.get("project_id", "proj-a"),
+                        kw.get("user_id", "user-a"), gen,
+                        kw.get("consumer_type", "INSTANCE"))
+    return s.do(f"{desc} {c} {allocs} gen {gen}",
+                lambda p: p.put_allocations(c, w),
+                providers=list(allocs) + s.providers, consumers=[c])
+
+
+def scenario_parent_with_children_and_allocations(s: Sequence) -> None:
+    root = _node(s, "root", {"VCPU": Inventory(8)})
+    child = _node(s, "child", {"VGPU": Inventory(2)}, parent=root)
+    c = s.new_consumer()
+    _put(s, c, {root: {"VCPU": 1}, child: {"VGPU": 1}}, None)
+    for rp in (root, child, root):
+        s.do(f"delete provider {rp}", lambda p: p.delete_provider(rp),
+             providers=[root, child], reads=("inv", "usage", "allocs"))
+    s.do(f"delete allocations {c}", lambda p: p.delete_allocations(c),
+         providers=[root, child], consumers=[c])
+    for rp in (child, root):
+        s.do(f"delete provider {rp}", lambda p: p.delete_provider(rp),
+             providers=[root, child])
+
+
+def scenario_parent_is_itself(s: Sequence) -> None:
+    rp = s.new_uuid()
+    s.do("create provider parented to itself",
+         lambda p: p.create_provider(f"diff-{s.tag}-self", uuid=rp,
+                                     parent_provider_uuid=rp), providers=[rp])
+    s.do("create provider with a missing parent",
+         lambda p: p.create_provider(f"diff-{s.tag}-orphan",
+                                     parent_provider_uuid=s.phantom),
+         providers=[s.phantom])
+
+
+def scenario_unchanged_traits_and_aggregates(s: Sequence) -> None:
+    rp = _node(s, "cn", {"VCPU": Inventory(8)})
+    for traits in (["HW_CPU_X86_AVX2"], ["HW_CPU_X86_AVX2"], [], []):
+        gen = s.generation(rp)
+        s.do(f"set traits {traits}", lambda p: p.set_traits(rp, gen, traits),
+             providers=[rp], reads=("traits", "inv"))
+    for aggs in ([s.aggregate], [s.aggregate], [], []):
+        gen = s.generation(rp)
+        s.do(f"set aggregates {aggs}", lambda p: p.set_aggregates(rp, gen, aggs),
+             providers=[rp], reads=("aggs", "inv"))
+    gen = s.generation(rp)
+    s.do("same inventories", lambda p: p.set_inventories(
+        rp, gen, {"VCPU": Inventory(8)}), providers=[rp])
+
+
+def scenario_empty_write_for_unknown_consumer(s: Sequence) -> None:
+    rp = _node(s, "cn", {"VCPU": Inventory(8)})
+    c = s.new_consumer()
+    _put(s, c, {}, None, "empty new")
+    s.do(f"delete allocations {c}", lambda p: p.delete_allocations(c),
+         consumers=[c])
+    _put(s, c, {rp: {"VCPU": 1}}, None, "claim null gen")
+    _put(s, c, {rp: {"VCPU": 1}}, 0, "claim gen 0")
+    _put(s, c, {}, 1, "empty")
+    _put(s, c, {rp: {"VCPU": 1}}, None, "claim null gen again")
+
+
+def scenario_missing_provider_leaves_consumers(s: Sequence) -> None:
+    rp = _node(s, "cn", {"VCPU": Inventory(8)})
+    a, b, held = s.new_consumer(), s.new_consumer(), s.new_consumer()
+    _put(s, held, {rp: {"VCPU": 2}}, None)
+    writes = {
+        a: AllocationWrite({rp: {"VCPU": 1}}, "proj-a", "user-a", None),
+        held: AllocationWrite({rp: {"VCPU": 3}}, "proj-b", "user-b", 1),
+        b: AllocationWrite({s.phantom: {"VCPU": 1}}, "proj-a", "user-a", None),
+    }
+    s.do("post naming a missing provider", lambda p: p.post_allocations(writes),
+         providers=[rp], consumers=[a, b, held])
+    for c in (a, b):
+        _put(s, c, {rp: {"VCPU": 1}}, None, "claim left-behind null gen")
+        _put(s, c, {rp: {"VCPU": 1}}, 0, "claim left-behind gen 0")
+    # an uncreated class removes the new consumer again
+    c = s.new_consumer()
+    _put(s, c, {rp: {"VCPU": 1, s.uncreated_rc: 1}}, None, "uncreated class")
+    _put(s, c, {rp: {"VCPU": 1}}, None, "claim after")
+
+
+def scenario_float_capacity(s: Sequence) -> None:
+    rp = _node(s, "cn", {"VCPU": Inventory(100, 0, 1, MAX_INT, 1, 0.57),
+                         "MEMORY_MB": Inventory(1000, 1, 1, MAX_INT, 1, 0.7),
+                         "DISK_GB": Inventory(10, 3, 1, MAX_INT, 1, 1.1)})
+    # capacities 56.99999999999999, 699.3 and 7.700000000000001; a
+    # consumer's own old allocations do not count against its rewrite
+    c = s.new_consumer()
+    for vcpu, mem, disk in ((57, 1, 1), (56, 699, 7), (57, 699, 7),
+                            (56, 700, 7), (56, 699, 8), (56, 699, 7)):
+        _put(s, c, {rp: {"VCPU": vcpu, "MEMORY_MB": mem, "DISK_GB": disk}},
+             s.emb.get_consumer(c).generation)
+
+
+def scenario_over_capacity_post(s: Sequence) -> None:
+    rp = _node(s, "cn", {"VCPU": Inventory(10)})
+    a, b = s.new_consumer(), s.new_consumer()
+    _put(s, a, {rp: {"VCPU": 5}}, None)
+    _put(s, b, {rp: {"VCPU": 5}}, None)
+    s.set_inventories(rp, {"VCPU": Inventory(6)}, "lower below usage")
+    for shrink, take in ((2, 3), (2, 2), (1, 2), (1, 0)):
+        new = s.new_consumer()
+        gen_a = s.emb.get_consumer(a).generation
+        amount = s.emb.get_consumer(a).allocations[rp]["VCPU"] - shrink
+        writes = {a: AllocationWrite({rp: {"VCPU": amount}}, "p", "u", gen_a)}
+        if take:
+            writes[new] = AllocationWrite({rp: {"VCPU": take}}, "p", "u", None)
+        s.do(f"over capacity: a -{shrink}, new +{take}",
+             lambda p: p.post_allocations(writes), providers=[rp],
+             consumers=[a, b, new])
+    # emptying b and moving it to a migration keeps the usage
+    mig = s.new_consumer()
+    old = s.emb.get_consumer(b)
+    writes = {b: AllocationWrite({}, "p", "u", old.generation),
+              mig: AllocationWrite(old.allocations, "p", "u", None, "MIGRATION")}
+    s.do("move while over capacity", lambda p: p.post_allocations(writes),
+         providers=[rp], consumers=[b, mig])
+
+
+def scenario_rewrite_generations_and_identity(s: Sequence) -> None:
+    rp1 = _node(s, "cn", {"VCPU": Inventory(8)})
+    rp2 = _node(s, "cn", {"VCPU": Inventory(8)})
+    c = s.new_consumer()
+    _put(s, c, {rp1: {"VCPU": 2}}, None)
+    _put(s, c, {rp2: {"VCPU": 2}}, 1, "move by put")
+    _put(s, c, {rp2: {"VCPU": 2}}, 2, "same, new identity",
+         project_id="proj-b", user_id="user-b", consumer_type="MIGRATION")
+    s.do(f"delete allocations {c}", lambda p: p.delete_allocations(c),
+         providers=[rp1, rp2], consumers=[c])
+
+
+SCENARIOS = {name[len("scenario_"):]: fn for name, fn in sorted(globals().items())
+             if name.startswith("scenario_")}
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_scripted_corner_case(real_placement, name):
+    s = Sequence(zlib.crc32(name.encode()), EmbeddedPlacement(), real_placement)
+    SCENARIOS[name](s)
+    s.compare_all()
