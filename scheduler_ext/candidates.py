@@ -2,11 +2,10 @@
 
 Keeps a CapacityIndex as a cache of placement. Placement does not bump a
 provider's generation when allocations leave it (``DELETE /allocations``,
-or a consumer's allocations replaced by ones elsewhere), so a refresh by
-generation alone would keep stale, too-high usage; ``refresh`` therefore
-re-indexes by generation (inventories, traits, aggregates) and then
-corrects usage row by row. A stale row only costs a failed claim and a
-retry: placement's atomic write is the truth.
+or a consumer's allocations replaced by ones elsewhere), so a refresh
+re-indexes by generation (inventories, traits, aggregates) and corrects
+usage by value. A stale row only costs a failed claim and a retry:
+placement's atomic write is the truth.
 """
 
 from __future__ import annotations
@@ -65,10 +64,8 @@ class EngineCandidateSource:
     def refresh(self) -> None:
         """Bring the index up to date with placement."""
         if self.sql is None:
-            snap = self.client.snapshot()
-            self.index.sync(snap)
-            for record in snap.providers:
-                self._fix_usage(record.provider.uuid, record.usages)
+            # sync re-indexes by generation and corrects usage by value
+            self.index.sync(self.client.snapshot())
             return
         gens = self.sql.generations()
         moved = [u for u, g in gens.items() if self.index.generation(u) != g]
@@ -88,7 +85,6 @@ class EngineCandidateSource:
                 self.index.remove_provider(rp)
                 continue
             self.index.refresh_provider(record)
-            self._fix_usage(rp, record.usages)
 
     def _fix_usage(self, rp: str, usages) -> None:
         have = self.index.usage(rp)

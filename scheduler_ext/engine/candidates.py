@@ -79,6 +79,24 @@ class Enumerator:
                     continue
             yield combo
 
+    def roots_by_uuid(self, first: int | None = None) -> Iterator[int]:
+        """The possible anchors in uuid order. With ``first``, sorted in
+        growing chunks (the smallest ``first`` uuids, then 4x more...), so a
+        limited answer does not sort every root."""
+        ix = self.ix
+        rest = np.flatnonzero(self.ev.pre)
+        chunk = first or len(rest)
+        while len(rest):
+            if chunk < len(rest):
+                hi = ix._hi[rest]
+                edge = np.partition(hi, chunk - 1)[chunk - 1]
+                take = hi <= edge  # ties in the high half stay together
+                head, rest = rest[take], rest[~take]
+            else:
+                head, rest = rest, rest[:0]
+            yield from head[np.lexsort((ix._lo[head], ix._hi[head]))].tolist()
+            chunk *= 4
+
     def allocation_request(self, combo: tuple[int, ...]) -> dict:
         u = self.ix._uuids
         allocs: dict[str, dict] = {}
@@ -91,13 +109,11 @@ class Enumerator:
         """The whole ``GET /allocation_candidates`` body (see module doc)."""
         request = self.ev.request
         ix = self.ix
-        r0 = np.flatnonzero(self.ev.pre)
-        r0 = r0[np.lexsort((ix._lo[r0], ix._hi[r0]))]
         limit = request.limit
         early = limit is not None and not request.randomize
         seen: set[tuple[int, ...]] = set()
         out: list[tuple[int, ...]] = []
-        for root in r0.tolist():
+        for root in self.roots_by_uuid(4 * limit if early else None):
             for combo in self.root_candidates(root):
                 if combo not in seen:
                     seen.add(combo)

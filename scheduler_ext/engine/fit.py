@@ -68,7 +68,7 @@ class Fit:
         col = self.index._cols.get(rc)
         if col is None:
             return np.zeros(len(rows), np.int64)
-        out = col.gather("free", rows).astype(np.int64)
+        out = col.gather("free", rows)
         for (row, c), units in self.released.items():
             if c == rc:
                 out[rows == row] += units
@@ -103,8 +103,8 @@ class Fit:
             weights = np.zeros(len(self.rows))
         else:
             weights = weigher.weigh(self.free, len(self.rows))
-        hi, lo = self.index._hi[self.rows], self.index._lo[self.rows]
-        order = weighing.top_k(weights, hi, lo, max(k, host_subset_size))
+        order = weighing.top_k(weights, self.index._hi, self.index._lo,
+                               max(k, host_subset_size), rows=self.rows)
         order = weighing.subset_first(order, host_subset_size, rng)[:k]
         u = self.index._uuids
         return [Choice(u[int(self.rows[i])], float(weights[i]),

@@ -23,29 +23,23 @@ providers raises ``Unsupported``.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import itertools
+import random
 import threading
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
-import os_traits
 
-from scheduler_ext import errors
 from scheduler_ext.engine import candidates as cand
 from scheduler_ext.engine.columnar import ColumnarFleet
 from scheduler_ext.engine.columns import Column, summary_capacity
-from scheduler_ext.engine.fit import Fit
+from scheduler_ext.engine.fit import Choice, Fit
 from scheduler_ext.engine.membership import AggregateSets, TraitBits
 from scheduler_ext.engine.request import CandidateRequest
+from scheduler_ext.engine.solver import SHARING_TRAIT, Solver
+from scheduler_ext.engine.weigh import Weigher
 from scheduler_ext.placement import validation
 from scheduler_ext.placement.model import FleetSnapshot, ProviderRecord
 
-SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
-#: Above this many (local/sharing x trait-mask) choice combinations the
-#: fast path falls back to exact per-root enumeration.
-MAX_COMBINATIONS = 256
-_BIG = np.iinfo(np.int64).max
 _HEX = np.full(256, 0, np.uint64)
 for _i, _c in enumerate(b"0123456789abcdef"):
     _HEX[_c] = _i
@@ -90,20 +84,7 @@ def allocation_list(value: AllocationsLike, field: str) -> list[dict[str, dict[s
     return out
 
 
-@dataclasses.dataclass
-class _Eval:
-    """Per-query masks over provider rows ``< n`` (see ``_evaluate``)."""
-
-    request: CandidateRequest
-    n: int
-    rcs: list[str]
-    local: dict[str, np.ndarray]   # rc -> bool[n]: may supply rc itself
-    shared: dict[str, np.ndarray]  # rc -> sharing rows that may supply rc
-    pre: np.ndarray                # bool[n]: anchors not ruled out yet
-    groups: tuple[frozenset[str], ...]
-
-
-class CapacityIndex:
+class CapacityIndex(Solver):
     """Vectorized allocation candidates over a snapshot of placement.
 
     Thread-safe (one lock). Build with ``from_snapshot`` or
@@ -249,7 +230,12 @@ class CapacityIndex:
     def refresh_provider(self, record: ProviderRecord) -> bool:
         """Re-index one provider if its generation changed (or it is new:
         it is appended). Returns whether anything was written. O(classes +
-        traits + aggregates of the provider)."""
+        traits + aggregates of the provider).
+
+        Placement's ``DELETE /allocations/{consumer}`` frees usage without
+        bumping the provider generation, so at an unchanged generation the
+        record's usages are still compared (and taken when they differ).
+        """
         if not isinstance(record, ProviderRecord):
             raise validation.bad("record", record, "must be a ProviderRecord")
         with self._lock:
@@ -257,12 +243,26 @@ class CapacityIndex:
             row = self._row_of.get(uuid)
             if row is not None and self._alive[row] \
                     and self._gen[row] == record.provider.generation:
-                return False
+                return self._refresh_usage(row, record)
             if row is None:
                 uuid = validation.uuid(uuid, "uuid")
                 row = self._append(uuid)
             self._write(row, record)
             return True
+
+    def _refresh_usage(self, row: int, rec: ProviderRecord) -> bool:
+        changed = False
+        for rc in rec.inventories:
+            col = self._cols.get(rc)
+            held = col.summary(row) if col is not None else None
+            if held is None:  # inventory differs at the same generation
+                self._write(row, rec)
+                return True
+            want = int(rec.usages.get(rc, 0))
+            if held[1] != want:
+                col.add_used(row, want - held[1])
+                changed = True
+        return changed
 
     def remove_provider(self, rp_uuid: str) -> bool:
         """Forget a deleted provider (its row stays, empty). True if it was live."""
@@ -360,194 +360,6 @@ class CapacityIndex:
             for row, rc, n in done:
                 self._cols[rc].add_used(row, n)
 
-    # -------------------------------------------------------------- sharing
-    def _sharing_rows(self) -> np.ndarray:
-        return self._sharing_cache()[0]
-
-    def _sharing_cache(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(sorted sharing rows, entry -> index into them, entry -> aggregate)."""
-        if self._sh_cache is None:
-            rows = np.array(sorted(self._sharing), np.int64)
-            pos, agg = [], []
-            for i, r in enumerate(rows.tolist()):
-                for a in self._aggs.sets[r]:
-                    pos.append(i)
-                    agg.append(a)
-            self._sh_cache = (rows, np.array(pos, np.int64), np.array(agg, np.int64))
-        return self._sh_cache
-
-    def _preference(self, rows: np.ndarray, rc: str) -> np.ndarray:
-        """``rows`` ordered best first for supplying ``rc``: most free units,
-        then uuid."""
-        free = self._cols[rc].gather("free", rows)
-        return rows[np.lexsort((self._lo[rows], self._hi[rows], -free))]
-
-    def _best_reachable(self, supply: np.ndarray, rc: str,
-                        need: np.ndarray) -> np.ndarray:
-        """int64[n]: for each row with ``need``, the best (``_preference``)
-        sharing row of ``supply`` sharing an aggregate with it; -1 if none."""
-        n = self._n
-        out = np.full(n, -1, np.int64)
-        if not len(supply) or not need.any():
-            return out
-        ranked = self._preference(supply, rc)
-        sharing, ent_pos, ent_agg = self._sharing_cache()
-        rank_by_pos = np.full(len(sharing), _BIG, np.int64)
-        rank_by_pos[np.searchsorted(sharing, ranked)] = np.arange(len(ranked))
-        ent_rank = rank_by_pos[ent_pos]
-        live = ent_rank < _BIG
-        agg_best = np.full(len(self._aggs.uuids), _BIG, np.int64)
-        np.minimum.at(agg_best, ent_agg[live], ent_rank[live])
-        e_row, e_agg = self._aggs.entries()
-        v = agg_best[e_agg]
-        hit = v < _BIG
-        rows, v = e_row[hit], v[hit]
-        keep = need[rows]
-        best = np.full(n, _BIG, np.int64)
-        np.minimum.at(best, rows[keep], v[keep])
-        found = best < _BIG
-        out[found] = ranked[best[found]]
-        return out
-
-    # ------------------------------------------------------------- queries
-    def _evaluate(self, request: CandidateRequest) -> _Eval:
-        """Masks of the providers that may supply each class and of the
-        anchors still possible (placement-semantics.md section 2):
-
-        * a supplier passes the forbidden traits, every ``member_of`` list,
-          the forbidden aggregates, ``in_tree`` and fits the amount;
-        * an anchor root passes ``root_required``/``root_forbidden``, is
-          in no forbidden aggregate and is the ``in_tree`` tree;
-        * sharing suppliers (off with ``in_tree``) serve every anchor with
-          which they share an aggregate.
-        """
-        if not isinstance(request, CandidateRequest):
-            raise validation.bad("request", request, "must be a CandidateRequest")
-        if self._tree:
-            row, (parent, _) = next(iter(self._tree.items()))
-            raise errors.Unsupported(
-                f"the fleet holds nested providers ({self._uuids[row]} is a "
-                f"child of {parent}); ask placement")
-        groups = request.trait_groups
-        if len(groups) > 64:
-            raise errors.Unsupported("more than 64 required trait groups")
-        n = self._n
-        prov: np.ndarray | None = None  # None: no provider filter
-        anchor: np.ndarray | None = None
-
-        def narrow(base: np.ndarray | None, mask: np.ndarray) -> np.ndarray:
-            return mask if base is None else base & mask
-
-        if request.forbidden:
-            prov = narrow(prov, ~self._traits.any_of(request.forbidden, n))
-        for aggs in request.member_of:
-            prov = narrow(prov, self._aggs.member_mask(aggs, n))
-        if request.forbidden_aggregates:
-            ok = ~self._aggs.member_mask(request.forbidden_aggregates, n)
-            prov, anchor = narrow(prov, ok), narrow(anchor, ok)
-        if request.root_required:
-            anchor = narrow(anchor, self._traits.all_of(request.root_required, n))
-        if request.root_forbidden:
-            anchor = narrow(anchor, ~self._traits.any_of(request.root_forbidden, n))
-        sharing = self._sharing_rows()
-        if request.in_tree:
-            tree = np.zeros(n, bool)
-            row = self._row_of.get(request.in_tree)
-            if row is not None and self._alive[row]:
-                tree[row] = True
-            prov, anchor = narrow(prov, tree), narrow(anchor, tree)
-            sharing = sharing[:0]
-        rcs = list(request.resources)
-        local, shared = {}, {}
-        pre = anchor
-        for rc, amount in request.resources.items():
-            col = self._cols.get(rc)
-            fit = col.fit_mask(amount, n) if col else np.zeros(n, bool)
-            local[rc] = fit if prov is None else fit & prov
-            shared[rc] = sharing[local[rc][sharing]] if len(sharing) else sharing
-        for rc in rcs:
-            if not len(shared[rc]):
-                pre = narrow(pre, local[rc])
-        if pre is None:
-            pre = np.ones(n, bool)
-        return _Eval(request, n, rcs, local, shared, pre, groups)
-
-    def _solve(self, ev: _Eval) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Every anchor root with at least one candidate, and one candidate
-        each: (root rows ascending, {rc: supplying row per root}).
-
-        The candidate preferred is the first of: all local, then sharing
-        suppliers (grouped by which required-trait groups they meet, the
-        best supplier per group by ``_preference``), in product order.
-        """
-        rcs, k = ev.rcs, len(ev.groups)
-        r0 = np.flatnonzero(ev.pre)
-        sharing_rcs = [rc for rc in rcs if len(ev.shared[rc])]
-        if not sharing_rcs:
-            ok = np.ones(len(r0), bool)
-            for group in ev.groups:
-                ok &= self._traits.any_of_rows(group, r0)
-            rows = r0[ok]
-            return rows, {rc: rows for rc in rcs}
-        local_r0 = {rc: ev.local[rc][r0] for rc in sharing_rcs}
-        options: dict[str, list[tuple[int, np.ndarray] | None]] = {rc: [None] for rc in rcs}
-        for rc in sharing_rcs:
-            supply = ev.shared[rc]
-            masks = (self._traits.group_masks(ev.groups, supply) if k
-                     else np.zeros(len(supply), np.uint64))
-            need = ev.pre if k else ev.pre & ~ev.local[rc]
-            for m in np.unique(masks):
-                best = self._best_reachable(supply[masks == m], rc, need)[r0]
-                options[rc].append((int(m), best))
-        combos = list(itertools.product(*[range(len(options[rc])) for rc in rcs]))
-        if len(combos) > MAX_COMBINATIONS:
-            return self._solve_by_enumeration(ev, r0)
-        full = (1 << k) - 1
-        gm = self._traits.group_masks(ev.groups, r0) if k else None
-        chosen = np.full(len(r0), -1, np.int64)
-        for ci, combo in enumerate(combos):
-            avail = chosen < 0
-            const, any_local = 0, False
-            for rc, j in zip(rcs, combo):
-                if j == 0:
-                    any_local = True
-                    if rc in local_r0:
-                        avail &= local_r0[rc]
-                else:
-                    m, best = options[rc][j]
-                    const |= m
-                    avail &= best >= 0
-            if k:
-                if any_local:
-                    avail &= (gm | np.uint64(const)) == np.uint64(full)
-                elif const != full:
-                    continue
-            chosen[avail] = ci
-        keep = chosen >= 0
-        rows, picked = r0[keep], chosen[keep]
-        sources = {}
-        for i, rc in enumerate(rcs):
-            src = rows.copy()
-            for j in range(1, len(options[rc])):
-                uses = [ci for ci, combo in enumerate(combos) if combo[i] == j]
-                sel = np.isin(picked, uses)
-                src[sel] = options[rc][j][1][keep][sel]
-            sources[rc] = src
-        return rows, sources
-
-    def _solve_by_enumeration(self, ev: _Eval, r0: np.ndarray
-                              ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        rows, picks = [], []
-        enum = cand.Enumerator(self, ev)
-        for r in r0.tolist():
-            first = next(enum.root_candidates(r), None)
-            if first is not None:
-                rows.append(r)
-                picks.append(first)
-        arr = np.array(rows, np.int64)
-        return arr, {rc: np.array([p[i] for p in picks], np.int64)
-                     for i, rc in enumerate(ev.rcs)}
-
     def fit(self, request: CandidateRequest, released: AllocationsLike = None, *,
             include_sharing_roots: bool = False) -> Fit:
         """The scheduler's fast path: every root that fits ``request`` with
@@ -561,16 +373,16 @@ class CapacityIndex:
         """
         with self._lock, self._released(released) as overlay:
             ev = self._evaluate(request)
+            if not include_sharing_roots and self._sharing:
+                ev.pre = ev.pre.copy()
+                ev.pre[self._sharing_rows()] = False
             rows, sources = self._solve(ev)
-            if not include_sharing_roots and self._sharing and len(rows):
-                keep = ~np.isin(rows, self._sharing_rows())
-                rows = rows[keep]
-                sources = {rc: s[keep] for rc, s in sources.items()}
             return Fit(self, request, rows, sources, dict(overlay))
 
     def select(self, request: CandidateRequest, released: AllocationsLike = None, *,
-               weigher=None, k: int = 1, host_subset_size: int = 1,
-               rng=None, include_sharing_roots: bool = False) -> list:
+               weigher: Weigher | None = None, k: int = 1, host_subset_size: int = 1,
+               rng: random.Random | int | None = None,
+               include_sharing_roots: bool = False) -> list[Choice]:
         """``fit`` then ``Fit.best``: the ``k`` best roots, weighed, each
         with one allocation request (see ``Fit.best``)."""
         return self.fit(request, released,
@@ -578,7 +390,7 @@ class CapacityIndex:
             k, weigher=weigher, host_subset_size=host_subset_size, rng=rng)
 
     def candidates(self, request: CandidateRequest, released: AllocationsLike = None,
-                   *, rng=None) -> dict:
+                   *, rng: random.Random | int | None = None) -> dict:
         """``GET /allocation_candidates`` (microversion 1.39) for ``request``:
         ``{"allocation_requests": [...], "provider_summaries": {...}}``.
 
@@ -588,7 +400,7 @@ class CapacityIndex:
         ``rng`` (a ``random.Random`` or a seed). O(candidates) in Python:
         a scheduler wants ``fit``/``select``.
         """
-        with self._lock, self._released(released) as overlay:
+        with self._lock, self._released(released):
             ev = self._evaluate(request)
             return cand.Enumerator(self, ev).placement_answer(rng)
 

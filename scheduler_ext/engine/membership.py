@@ -146,10 +146,14 @@ class AggregateSets:
         self.dead = 0
         self.start = np.zeros(0, np.int64)
         self.count = np.zeros(0, np.int32)
+        # per row: its aggregate id when it has exactly one, 0 when none,
+        # -1 when several (most providers have one: a cheap direct gather)
+        self.single = np.zeros(0, np.int32)
 
     def grow(self, size: int) -> None:
         self.start = _grow(self.start, size)
         self.count = _grow(self.count, size)
+        self.single = _grow(self.single, size)
         if len(self.sets) < size:
             self.sets.extend([_EMPTY] * (size - len(self.sets)))
 
@@ -186,6 +190,10 @@ class AggregateSets:
         self.grow(n)
         self.start[:n] = starts
         self.count[:n] = cnt
+        first = np.zeros(n, np.int32)
+        has = cnt > 0
+        first[has] = self.e_agg[starts[has]]
+        self.single[:n] = np.where(cnt > 1, -1, first)
         names = np.empty(len(ids), object)
         names[:] = ids
         self.sets[:n] = list(names[set_of_row])
@@ -205,6 +213,7 @@ class AggregateSets:
         self.e_row[self.e_len:need] = row
         self.e_agg[self.e_len:need] = new
         self.start[row], self.count[row] = self.e_len, len(new)
+        self.single[row] = new[0] if len(new) == 1 else (0 if not new else -1)
         self.e_len = need
         self.sets[row] = ids
         if self.dead > 1024 and self.dead > self.e_len - self.dead:
@@ -220,6 +229,16 @@ class AggregateSets:
         self.e_row = self.e_row[:self.e_len][live].copy()
         self.e_agg = self.e_agg[:self.e_len][live].copy()
         self.e_len, self.dead = len(self.e_row), 0
+
+    def entries_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(position in ``rows``, aggregate id) of the entries of ``rows``."""
+        cnt = self.count[rows].astype(np.int64)
+        total = int(cnt.sum())
+        if not total:
+            return np.zeros(0, np.int64), np.zeros(0, np.int32)
+        which = np.repeat(np.arange(len(rows)), cnt)
+        offset = np.arange(total) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+        return which, self.e_agg[self.start[rows][which] + offset]
 
     def entries(self) -> tuple[np.ndarray, np.ndarray]:
         """(row, aggregate id) of every entry (tombstones have id 0)."""

@@ -40,6 +40,25 @@ def from_snapshot(snapshot: FleetSnapshot) -> list[RefProvider]:
         frozenset(r.traits), frozenset(r.aggregates)) for r in snapshot.providers]
 
 
+def from_columnar(fleet) -> list[RefProvider]:
+    """``RefProvider`` per row of a ``ColumnarFleet`` (plain Python objects:
+    about a kilobyte each)."""
+    invs: list[dict] = [{} for _ in range(len(fleet))]
+    used: list[dict] = [{} for _ in range(len(fleet))]
+    for rc, ic in fleet.inventories.items():
+        cols = zip(ic.rows.tolist(), ic.total.tolist(), ic.reserved.tolist(),
+                   ic.min_unit.tolist(), ic.max_unit.tolist(), ic.step_size.tolist(),
+                   ic.allocation_ratio.tolist(), ic.used.tolist())
+        for row, total, reserved, mn, mx, step, ratio, u in cols:
+            invs[row][rc] = (total, reserved, mn, mx, step, ratio)
+            used[row][rc] = u
+    tsets = [frozenset(t) for t in fleet.trait_sets]
+    asets = [frozenset(a) for a in fleet.aggregate_sets]
+    return [RefProvider(u, invs[i], used[i], tsets[t], asets[a]) for i, (u, t, a) in
+            enumerate(zip(fleet.uuids, fleet.trait_set_of.tolist(),
+                          fleet.aggregate_set_of.tolist()))]
+
+
 class Reference:
     """Answers over a list of ``RefProvider`` (all roots)."""
 

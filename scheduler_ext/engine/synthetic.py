@@ -264,6 +264,42 @@ def random_requests(spec: FleetSpec, rng: random.Random, count: int) -> list[Can
     return out
 
 
+def probe_fleet(tag: str) -> tuple[FleetSpec, dict[str, str]]:
+    """placement-semantics.md's sharing probe -- CN1 (local disk, agg A),
+    CN2 (aggs A, B; trait T2), CN3 (no aggregate), CN4 (agg C), SS1 (aggs
+    A, C; sharing, T1), SS2 (agg A; sharing) -- plus ROUND (VCPU total 100,
+    ratio 0.57), UNITS (MEMORY_MB min 128, max 800, step 64), SS3 (sharing
+    disk, aggs D, E) and EMPTY (no inventory, trait T3, aggs E, F).
+    Returns the spec and ``{name: uuid}`` for providers and aggregates A-F;
+    T1-T3 are ``CUSTOM_TRAITS``."""
+    rng = random.Random(tag)
+    A, B, C, D, E, F = (_uuid(rng) for _ in range(6))
+    cpu = {"VCPU": Inventory(8), "MEMORY_MB": Inventory(4096)}
+    disk = {"DISK_GB": Inventory(1000)}
+    T1, T2, T3 = CUSTOM_TRAITS
+    rows = [
+        ("CN1", {**cpu, "DISK_GB": Inventory(100)}, [], [A]),
+        ("CN2", cpu, [T2], [A, B]),
+        ("CN3", cpu, [], []),
+        ("CN4", cpu, [], [C]),
+        ("SS1", disk, [SHARING, T1], [A, C]),
+        ("SS2", disk, [SHARING], [A]),
+        ("ROUND", {"VCPU": Inventory(100, allocation_ratio=0.57)}, [], []),
+        ("UNITS", {"MEMORY_MB": Inventory(4096, min_unit=128, max_unit=800,
+                                          step_size=64)}, [], []),
+        ("SS3", disk, [SHARING], [D, E]),
+        ("EMPTY", {}, [T3], [E, F]),
+    ]
+    names = dict(A=A, B=B, C=C, D=D, E=E, F=F)
+    providers = []
+    for name, invs, traits, aggs in rows:
+        names[name] = _uuid(rng)
+        providers.append(ProviderSpec(f"engine-{tag}-{name}", names[name], invs,
+                                      frozenset(traits), frozenset(aggs)))
+    return FleetSpec(providers, f"CUSTOM_ENGINE_{tag}".upper(),
+                     [A, B, C, D, E, F], {}, None), names
+
+
 # ---------------------------------------------------------------- bench
 def bench_fleet(n: int, seed: int = 0, *, sharing_fraction: float = 0.01,
                 hosts_per_aggregate: int = 100) -> ColumnarFleet:

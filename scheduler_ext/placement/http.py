@@ -7,6 +7,7 @@ partial write. Answers are mapped to the typed errors of
 
 from __future__ import annotations
 
+import time
 import urllib.parse
 from typing import Any, Iterable, Mapping
 
@@ -24,8 +25,16 @@ from scheduler_ext.placement.model import (
 
 LOG = logging.getLogger(__name__)
 
-#: The microversion every request uses (placement 16.0.0's newest).
+#: The newest microversion we speak (placement 16.0.0's newest); the one
+#: used is the lower of this and the service's.
 MICROVERSION = "1.39"
+#: Consumer generations: without them no write of ours is safe.
+MIN_MICROVERSION = "1.28"
+
+
+def _parse(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")
+    return int(major), int(minor)
 _INV_FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size",
                "allocation_ratio")
 
@@ -33,8 +42,34 @@ _INV_FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size",
 class HttpPlacement:
     """``PlacementClient`` talking to a placement service."""
 
-    def __init__(self, adapter: ks_adapter.Adapter):
+    def __init__(self, adapter: ks_adapter.Adapter, *, write_retries: int = 3,
+                 retry_delay: float = 0.05):
+        """``write_retries``: how often an allocation write is re-sent after
+        placement ran out of its own retries on a provider-generation race
+        (409 ``placement.concurrent_update`` that is not a consumer
+        generation conflict); the delay doubles each time (seconds)."""
         self._adapter = adapter
+        self._version: str | None = None
+        self.write_retries = write_retries
+        self.retry_delay = retry_delay
+
+    @property
+    def microversion(self) -> str:
+        """Negotiated once: min(MICROVERSION, the service's maximum)."""
+        if self._version is None:
+            root = self._call("GET", "/", version=None)
+            newest = max((v for v in root.get("versions", ())
+                          if v.get("status") == "CURRENT"),
+                         key=lambda v: _parse(v["max_version"]),
+                         default=None) or root["versions"][0]
+            best = min(_parse(newest["max_version"]), _parse(MICROVERSION))
+            if best < _parse(MIN_MICROVERSION):
+                raise errors.PlacementError(
+                    f"placement's newest microversion is "
+                    f"{newest['max_version']}; scheduler-ext needs "
+                    f"{MIN_MICROVERSION} (consumer generations)", status=501)
+            self._version = "%d.%d" % best
+        return self._version
 
     @classmethod
     def from_url(cls, url: str, token: str = "admin",
@@ -57,11 +92,29 @@ class HttpPlacement:
 
     # ------------------------------------------------------------ transport
     def _call(self, method: str, url: str, body: Any = None,
-              ok: tuple[int, ...] = (200, 204)) -> Any:
-        kwargs: dict[str, Any] = {"microversion": MICROVERSION,
-                                  "raise_exc": False}
+              ok: tuple[int, ...] = (200, 204), version: str | None = "",
+              retry_write: bool = False) -> Any:
+        """One request; typed errors. ``version`` "" means the negotiated
+        microversion, None none. ``retry_write`` re-sends an allocation
+        write lost to a provider-generation race (it carries consumer
+        generations, so a re-send can never apply twice)."""
+        kwargs: dict[str, Any] = {"raise_exc": False}
+        if version is not None:
+            kwargs["microversion"] = version or self.microversion
         if body is not None:
             kwargs["json"] = body
+        for attempt in range(self.write_retries + 1 if retry_write else 1):
+            try:
+                return self._send(method, url, ok, kwargs)
+            except errors.ConcurrentUpdate as exc:
+                if (not retry_write or attempt == self.write_retries
+                        or "consumer generation conflict" in exc.detail):
+                    raise
+                LOG.debug("%s %s: %s; retry %d", method, url, exc, attempt + 1)
+                time.sleep(self.retry_delay * 2 ** attempt)
+
+    def _send(self, method: str, url: str, ok: tuple[int, ...],
+              kwargs: dict[str, Any]) -> Any:
         try:
             resp = self._adapter.request(url, method, **kwargs)
         except (ks_exc.ConnectionError,     # refused, timeout, TLS, unknown
@@ -184,17 +237,19 @@ class HttpPlacement:
         d = self._call("GET", f"/resource_providers/{rp_uuid}/allocations")
         return {c: dict(v["resources"]) for c, v in d["allocations"].items()}
 
-    @staticmethod
-    def _write_body(write: AllocationWrite) -> dict[str, Any]:
-        return {"allocations": {rp: {"resources": dict(res)}
+    def _write_body(self, write: AllocationWrite) -> dict[str, Any]:
+        body = {"allocations": {rp: {"resources": dict(res)}
                                 for rp, res in write.allocations.items()},
                 "project_id": write.project_id, "user_id": write.user_id,
-                "consumer_generation": write.consumer_generation,
-                "consumer_type": write.consumer_type}
+                "consumer_generation": write.consumer_generation}
+        if _parse(self.microversion) >= (1, 38):
+            body["consumer_type"] = write.consumer_type
+        return body
 
     def put_allocations(self, consumer_uuid: str, write: AllocationWrite) -> None:
         consumer_uuid, write = validation.allocation_write(consumer_uuid, write)
-        self._call("PUT", f"/allocations/{consumer_uuid}", self._write_body(write))
+        self._call("PUT", f"/allocations/{consumer_uuid}", self._write_body(write),
+                   retry_write=True)
 
     def post_allocations(self, writes: Mapping[str, AllocationWrite]) -> None:
         if not isinstance(writes, Mapping) or not writes:
@@ -202,7 +257,8 @@ class HttpPlacement:
                                  "must name at least one consumer")
         checked = dict(validation.allocation_write(c, w) for c, w in writes.items())
         self._call("POST", "/allocations",
-                   {c: self._write_body(w) for c, w in checked.items()})
+                   {c: self._write_body(w) for c, w in checked.items()},
+                   retry_write=True)
 
     def delete_allocations(self, consumer_uuid: str) -> None:
         consumer_uuid = validation.uuid(consumer_uuid, "consumer_uuid")
