@@ -69,6 +69,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="largest size loaded into placement (default %(default)s)")
     parser.add_argument("--placement-repeat", type=int, default=2,
                         help="placement requests per flavor (default %(default)s)")
+    parser.add_argument("--snapshot", action="store_true",
+                        help="also time reading the fleet from a real "
+                             "placement (API and database) and refreshing "
+                             "the engine's index, for sizes up to "
+                             "--snapshot-max (needs the test extra)")
+    parser.add_argument("--snapshot-max", type=int, default=50_000,
+                        help="largest size loaded for --snapshot "
+                             "(default %(default)s)")
     parser.add_argument("--json", metavar="PATH",
                         help="also write the results as JSON to PATH")
 
@@ -260,6 +268,53 @@ def bench_placement(fleet: ColumnarFleet, index: CapacityIndex, args) -> dict:
         server.stop()
 
 
+def bench_snapshot(fleet: ColumnarFleet, args) -> dict:
+    """Reading the fleet for the engine from a real placement: over the API
+    (four GETs per provider; timed on 100 providers and scaled up), from its
+    database (SqlSnapshot), and the engine's refresh with nothing changed
+    and with 100 providers changed, against one GET /allocation_candidates."""
+    from scheduler_ext.candidates import EngineCandidateSource
+    from scheduler_ext.driver import make_conf
+    from scheduler_ext.placement.client import read_provider
+    from scheduler_ext.placement.http import HttpPlacement
+    from scheduler_ext.placement.server import LocalPlacement
+
+    server = LocalPlacement()
+    url = server.start()
+    try:
+        client = HttpPlacement.from_url(url, timeout=600)
+        client.list_providers()
+        db = os.path.join(server._dir, "placement.sqlite")
+        load_placement_db(db, fleet)
+        n = len(fleet)
+        list_s, provs = _timed(client.list_providers)
+        sample = provs[:100]
+        per_s, _ = _timed(lambda: [read_provider(client, p.uuid) for p in sample])
+        api_s = list_s + per_s / len(sample) * n
+        conf = make_conf(snapshot_source="sql",
+                         placement_database_connection=f"sqlite:///{db}")
+        initial_s, source = _timed(lambda: EngineCandidateSource(client, conf))
+        same = [_timed(source.refresh)[0] for _ in range(3)]
+        changed = sample[:100]
+        for p in changed:
+            gen, invs = client.get_inventories(p.uuid)
+            invs = {rc: Inventory(**{**inv.as_dict(), "reserved": inv.reserved + 1})
+                    if inv.total > inv.reserved + 1 else inv
+                    for rc, inv in invs.items()}
+            client.set_inventories(p.uuid, gen, invs)
+        changed_s, _ = _timed(source.refresh)
+        probe = _requests(limit=1000)[1].to_query()
+        ac_s = min(_timed(lambda: client.allocation_candidates(probe))[0]
+                   for _ in range(2))
+        return {"api_snapshot_s_estimated": api_s, "api_list_providers_s": list_s,
+                "sql_initial_load_and_index_s": initial_s,
+                "sql_refresh_no_change_s": statistics.median(same),
+                "sql_refresh_100_changed_s": changed_s,
+                "get_allocation_candidates_s": ac_s}
+    finally:
+        server.stop()
+
+
 # --------------------------------------------------------------------- run
 def _fmt(v: Any) -> str:
     if isinstance(v, float):
@@ -298,6 +353,8 @@ def run(args: argparse.Namespace) -> int:
             res["placement_x"] = pm / eng
             res["placement_x_vs_candidates"] = \
                 pm / res["engine"]["candidates_limit_1000"]["median_ms"]
+        if args.snapshot and n <= args.snapshot_max:
+            res["snapshot"] = bench_snapshot(fleet, args)
         results.append(res)
         e = res["engine"]
         line = [f"providers={n}", f"build={build_s:.2f}s",
@@ -319,6 +376,20 @@ def run(args: argparse.Namespace) -> int:
                 f"x{res['placement_x_vs_candidates']:.1f} vs candidates; "
                 f"same unlimited answer: {p['same_candidates_unlimited']})")
         print("  ".join(line), flush=True)
+        if "snapshot" in res:
+            sn = res["snapshot"]
+            ac = sn["get_allocation_candidates_s"]
+            print(f"  snapshot providers={n}: "
+                  f"API (4 GETs/provider, scaled from 100)="
+                  f"{sn['api_snapshot_s_estimated']:.0f}s "
+                  f"(x{sn['api_snapshot_s_estimated'] / ac:.0f} one GET "
+                  f"/allocation_candidates={ac:.2f}s)  "
+                  f"SQL load+index={sn['sql_initial_load_and_index_s']:.2f}s "
+                  f"(x{sn['sql_initial_load_and_index_s'] / ac:.1f})  "
+                  f"refresh no change={sn['sql_refresh_no_change_s'] * 1000:.0f}ms "
+                  f"(x{sn['sql_refresh_no_change_s'] / ac:.2f})  "
+                  f"refresh 100 changed={sn['sql_refresh_100_changed_s'] * 1000:.0f}ms "
+                  f"(x{sn['sql_refresh_100_changed_s'] / ac:.2f})", flush=True)
     print(f"# load average {os.getloadavg()[0]:.2f}", flush=True)
     if args.json:
         with open(args.json, "w") as f:

@@ -73,9 +73,7 @@ class EngineCandidateSource:
             self.index.refresh_provider(record)
         for u in [u for u in self.index._row_of if u not in gens]:
             self.index.remove_provider(u)
-        used = self.sql.usages()
-        for u in gens:
-            self._fix_usage(u, used.get(u, {}))
+        self.index.replace_usages(self.sql.usage_rows())
 
     def changed(self, providers: Iterable[str]) -> None:
         for rp in dict.fromkeys(providers):
@@ -85,17 +83,6 @@ class EngineCandidateSource:
                 self.index.remove_provider(rp)
                 continue
             self.index.refresh_provider(record)
-
-    def _fix_usage(self, rp: str, usages) -> None:
-        have = self.index.usage(rp)
-        up = {rc: n - have.get(rc, 0) for rc, n in usages.items()
-              if n > have.get(rc, 0)}
-        down = {rc: n - usages.get(rc, 0) for rc, n in have.items()
-                if usages.get(rc, 0) < n}
-        if up:
-            self.index.apply({rp: up}, 1)
-        if down:
-            self.index.apply({rp: down}, -1)
 
     # --------------------------------------------------------- candidates
     def candidates(self, request: ScheduleRequest, *, limit: int) -> list[Candidate]:

@@ -201,6 +201,17 @@ class Column:
         self.free[p] -= delta
         return True
 
+    def replace_used(self, rows: np.ndarray, used: np.ndarray) -> None:
+        """Usage of every slot at once: ``used[i]`` at provider ``rows[i]``,
+        0 elsewhere (rows without a slot are ignored). O(slots) in numpy."""
+        new = np.zeros(len(self.used), np.int64)
+        p = self.positions(rows)
+        ok = p >= 0
+        new[p[ok]] = np.asarray(used, np.int64)[ok]
+        new[self.total == 0] = 0
+        self.free += self.used - new
+        self.used = new
+
     # ------------------------------------------------------------ queries
     def fit_slots(self, amount: int) -> np.ndarray:
         """Bool per slot: does ``amount`` fit there (module docstring rule)."""

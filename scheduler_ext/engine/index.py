@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import random
 import threading
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -226,6 +226,23 @@ class CapacityIndex(Solver):
                         if row is None or col is None or not col.add_used(row, sign * n):
                             missing.append((rp, rc))
         return missing
+
+    def replace_usages(self, entries: Iterable[tuple[str, str, int]]) -> None:
+        """Set every provider's usage from ``(uuid, class, used)`` rows
+        (placement's usage aggregate); what is not listed is unused.
+        Unknown providers and classes are ignored. O(rows + providers)."""
+        by_rc: dict[str, tuple[list[int], list[int]]] = {}
+        with self._lock:
+            row_of = self._row_of
+            for u, rc, used in entries:
+                row = row_of.get(u)
+                if row is not None:
+                    rows, vals = by_rc.setdefault(rc, ([], []))
+                    rows.append(row)
+                    vals.append(used)
+            for rc, col in self._cols.items():
+                rows, vals = by_rc.get(rc, ([], []))
+                col.replace_used(np.array(rows, np.int64), np.array(vals, np.int64))
 
     def refresh_provider(self, record: ProviderRecord) -> bool:
         """Re-index one provider if its generation changed (or it is new:

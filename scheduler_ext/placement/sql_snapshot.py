@@ -85,11 +85,15 @@ class SqlSnapshot:
         """uuid -> generation of every provider."""
         return {u: g for u, g in self._rows(_GENERATIONS)}
 
+    def usage_rows(self) -> list[tuple[str, str, int]]:
+        """(uuid, class, used) for every provider and class in use."""
+        return [(u, rc, int(used)) for u, rc, used in self._rows(_USAGES)]
+
     def usages(self) -> dict[str, dict[str, int]]:
         """uuid -> class -> used, for every provider with allocations."""
         out: dict[str, dict[str, int]] = collections.defaultdict(dict)
-        for u, rc, used in self._rows(_USAGES):
-            out[u][rc] = int(used)
+        for u, rc, used in self.usage_rows():
+            out[u][rc] = used
         return dict(out)
 
     def snapshot(self, uuids: Iterable[str] | None = None) -> FleetSnapshot:
