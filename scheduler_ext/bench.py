@@ -77,6 +77,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--snapshot-max", type=int, default=50_000,
                         help="largest size loaded for --snapshot "
                              "(default %(default)s)")
+    parser.add_argument("--scale-out", metavar="WORKERS",
+                        help="instead of the engine benchmark, run this many "
+                             "scheduler processes (comma-separated, e.g. "
+                             "1,2,4) against one placement on PostgreSQL "
+                             "and report decisions per second and the "
+                             "conflict rate (needs the test extra and "
+                             "PostgreSQL's server binaries)")
+    parser.add_argument("--scale-out-ops", type=int, default=40,
+                        help="operations per scheduler process "
+                             "(default %(default)s)")
     parser.add_argument("--json", metavar="PATH",
                         help="also write the results as JSON to PATH")
 
@@ -322,7 +332,39 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def run_scale_out(args: argparse.Namespace) -> int:
+    from scheduler_ext import scaleout
+    try:
+        counts = [int(w) for w in args.scale_out.split(",") if w.strip()]
+    except ValueError:
+        print(f"bench: --scale-out takes worker counts, got {args.scale_out!r}",
+              file=sys.stderr)
+        return 2
+    results, bad = [], 0
+    base = None
+    for n in counts:
+        r = scaleout.run_once(n, ops=args.scale_out_ops, seed=args.seed)
+        results.append(r)
+        base = base or r["decisions_per_s"]
+        bad += len(r["problems"])
+        print(f"schedulers={n}  decisions={r['decisions']} in {r['wall_s']:.1f}s "
+              f"= {r['decisions_per_s']:.1f}/s (x{r['decisions_per_s'] / base:.2f} "
+              f"vs {counts[0]})  claims={r['claims']}  conflicts={r['conflicts']} "
+              f"({100 * r['conflict_rate']:.1f}%)  write re-sends="
+              f"{r['write_retries']}  no valid host={r['no_valid_host']}  "
+              f"servers={r['servers']}  invariant problems={len(r['problems'])}",
+              flush=True)
+        for p in r["problems"][:10]:
+            print(f"  {p}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2, default=_fmt)
+    return 1 if bad else 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.scale_out:
+        return run_scale_out(args)
     try:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     except ValueError:

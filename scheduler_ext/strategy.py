@@ -28,6 +28,7 @@ decrease, which always fits.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from typing import Iterable, Mapping, Protocol
 
@@ -137,6 +138,8 @@ class SameHostMoveStrategy:
                  prefer_same_host: bool = False):
         self.client = client
         self.source = source
+        #: claims tried, conflicts met, hosts claimed (for the benchmarks)
+        self.stats: collections.Counter = collections.Counter()
         self.max_alternates = max_alternates
         self.max_claim_attempts = max_claim_attempts
         self.prefer_same_host = prefer_same_host
@@ -211,15 +214,18 @@ class SameHostMoveStrategy:
         failures = []
         for cand in choices[:self.max_claim_attempts]:
             writes = self._writes(request, instance, held, old, cand)
+            self.stats["claims"] += 1
             try:
                 self.client.post_allocations(writes)
             except errors.Conflict as exc:
+                self.stats["conflicts"] += 1
                 failures.append(f"{cand.root}: {exc.detail}")
                 self.source.changed(cand.allocations)
                 if isinstance(exc, errors.ConcurrentUpdate):
                     held = self._read(request, instance)
                 continue
             self.source.changed(list(cand.allocations) + list(old))
+            self.stats["claimed"] += 1
             LOG.info("instance %s: claimed %s on %s", instance,
                      dict(request.resources), cand.root)
             return [Selection(cand.root, cand.allocations)] + \

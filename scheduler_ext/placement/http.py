@@ -52,6 +52,8 @@ class HttpPlacement:
         self._version: str | None = None
         self.write_retries = write_retries
         self.retry_delay = retry_delay
+        #: allocation writes re-sent after a provider-generation race
+        self.retried_writes = 0
 
     @property
     def microversion(self) -> str:
@@ -111,6 +113,7 @@ class HttpPlacement:
                         or "consumer generation conflict" in exc.detail):
                     raise
                 LOG.debug("%s %s: %s; retry %d", method, url, exc, attempt + 1)
+                self.retried_writes += 1
                 time.sleep(self.retry_delay * 2 ** attempt)
 
     def _send(self, method: str, url: str, ok: tuple[int, ...],

@@ -24,7 +24,7 @@ debug = False
 [api]
 auth_strategy = noauth2
 [placement_database]
-connection = sqlite:///{db}
+connection = {db}
 sync_on_startup = False
 [placement]
 randomize_allocation_candidates = False
@@ -40,11 +40,15 @@ def _free_port() -> int:
 class LocalPlacement:
     """Context manager: ``with LocalPlacement() as url: ...``.
 
-    ``workers`` is the number of gunicorn worker processes.
+    ``workers`` is the number of gunicorn worker processes; ``database_url``
+    an SQLAlchemy URL (default: sqlite in the private directory, see
+    ``database_url`` after start).
     """
 
-    def __init__(self, workers: int = 1, startup_timeout: float = 60.0):
+    def __init__(self, workers: int = 1, startup_timeout: float = 60.0,
+                 database_url: str | None = None):
         self.workers = workers
+        self.database_url = database_url
         self.startup_timeout = startup_timeout
         self.url: str | None = None
         self._proc: subprocess.Popen | None = None
@@ -60,8 +64,11 @@ class LocalPlacement:
                 "pip install -e '.[test]'") from exc
         base = "/dev/shm" if os.path.isdir("/dev/shm") else None
         self._dir = tempfile.mkdtemp(prefix="scheduler-ext-placement-", dir=base)
+        if self.database_url is None:
+            self.database_url = "sqlite:///" + os.path.join(self._dir,
+                                                          "placement.sqlite")
         with open(os.path.join(self._dir, "placement.conf"), "w") as f:
-            f.write(_CONF.format(db=os.path.join(self._dir, "placement.sqlite")))
+            f.write(_CONF.format(db=self.database_url))
         env = dict(os.environ, OS_PLACEMENT_CONFIG_DIR=self._dir)
         subprocess.run([sys.executable, "-c",
                         "import sys; from placement.cmd.manage import main; "
