@@ -10,6 +10,7 @@ placement's atomic write is the truth.
 
 from __future__ import annotations
 
+import time
 from typing import Iterable
 
 import numpy as np
@@ -49,6 +50,8 @@ class EngineCandidateSource:
                                     opts.cpu_weight_multiplier,
                                     opts.disk_weight_multiplier)
         self.host_subset_size = opts.host_subset_size
+        self.refresh_interval = opts.refresh_interval
+        self._read_at = time.monotonic()
         self.sql = None
         if opts.snapshot_source == "sql":
             if not opts.placement_database_connection:
@@ -62,7 +65,12 @@ class EngineCandidateSource:
 
     # -------------------------------------------------------------- cache
     def refresh(self) -> None:
-        """Bring the index up to date with placement."""
+        """Bring the index up to date with placement (unless it was read
+        less than ``refresh_interval`` seconds ago)."""
+        now = time.monotonic()
+        if self.refresh_interval and now - self._read_at < self.refresh_interval:
+            return
+        self._read_at = now
         if self.sql is None:
             # sync re-indexes by generation and corrects usage by value
             self.index.sync(self.client.snapshot())

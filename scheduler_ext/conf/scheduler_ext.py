@@ -50,6 +50,17 @@ OPTS = [
              "scheduling request: providers whose generation moved are "
              "re-indexed, and usage is re-read for all (placement does not "
              "bump a generation when allocations leave a provider)."),
+    cfg.FloatOpt(
+        "refresh_interval", default=0.0, min=0.0,
+        help="Seconds during which the engine's view is reused without "
+             "re-reading placement (0: re-read before every scheduling "
+             "request). The view is a cache: the providers a claim touches "
+             "are re-read at once, and a stale row only costs a failed "
+             "claim and the next candidate, or a host missed until the "
+             "next read. Measured with snapshot_source = sql on sqlite: a "
+             "re-read with nothing changed takes about 0.2 s at 10,000 "
+             "providers and 2.6 s at 50,000; raise this above 0 for large "
+             "fleets."),
     cfg.StrOpt(
         "placement_database_connection", secret=True,
         help="SQLAlchemy URL of placement's database for snapshot_source = "
