@@ -12,8 +12,8 @@ import uuid as uuidlib
 from typing import Mapping
 
 from scheduler_ext.placement import Inventory, PlacementClient
+from scheduler_ext.placement.model import SHARING_TRAIT
 
-SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 
 
 @dataclasses.dataclass(frozen=True)

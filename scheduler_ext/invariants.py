@@ -6,20 +6,13 @@ simulator can report them and the tests can assert on them.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Iterable
 
 from scheduler_ext.placement import PlacementClient
+from scheduler_ext.placement.client import allocation_totals
 from scheduler_ext.reconcile import InstanceState
 
-SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 
-
-def _totals(allocs: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for res in allocs.values():
-        for rc, n in res.items():
-            out[rc] = out.get(rc, 0) + n
-    return out
 
 
 def state(client: PlacementClient) -> tuple[dict, dict]:
@@ -68,8 +61,8 @@ def check_servers(client: PlacementClient, servers: Iterable[InstanceState],
     """
     problems = []
     for s in servers:
-        inst = _totals(client.get_consumer(s.uuid).allocations)
-        migs = {m.migration_uuid: _totals(client.get_consumer(m.migration_uuid).allocations)
+        inst = allocation_totals(client.get_consumer(s.uuid).allocations)
+        migs = {m.migration_uuid: allocation_totals(client.get_consumer(m.migration_uuid).allocations)
                 for m in s.moves}
         active = s.moves[-1] if s.moves and s.moves[-1].in_progress else None
         expect: list[tuple[str, dict[str, int], dict[str, int]]] = []

@@ -17,6 +17,7 @@ from scheduler_ext import errors
 from scheduler_ext.candidates import candidate_request
 from scheduler_ext.engine.weigh import Weigher
 from scheduler_ext.placement import Allocations, PlacementClient
+from scheduler_ext.placement.model import SHARING_TRAIT
 from scheduler_ext.request import ScheduleRequest
 from scheduler_ext.strategy import Candidate, MoveCandidates
 
@@ -103,6 +104,6 @@ def _root(req: dict, summaries: dict) -> str:
     is not a sharing provider (placement summaries carry traits)."""
     for rp in req["allocations"]:
         s = summaries.get(rp, {})
-        if "MISC_SHARES_VIA_AGGREGATE" not in s.get("traits", ()):
+        if SHARING_TRAIT not in s.get("traits", ()):
             return s.get("root_provider_uuid", rp)
     return next(iter(req["allocations"]))

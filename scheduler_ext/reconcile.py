@@ -30,10 +30,11 @@ from oslo_log import log as logging
 from scheduler_ext import errors
 from scheduler_ext.placement import (AllocationWrite, ConsumerAllocations,
                                      PlacementClient)
+from scheduler_ext.placement.client import allocation_totals
+from scheduler_ext.placement.model import SHARING_TRAIT
 
 LOG = logging.getLogger(__name__)
 
-SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,13 +72,6 @@ class Fix:
     applied: bool = False
     error: str | None = None
 
-
-def _totals(allocs: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for res in allocs.values():
-        for rc, n in res.items():
-            out[rc] = out.get(rc, 0) + n
-    return out
 
 
 class Reconciler:
@@ -138,14 +132,14 @@ class Reconciler:
                 for rp, res in mig.allocations.items():
                     for rc, n in res.items():
                         both.setdefault(rp, {})[rc] = both.get(rp, {}).get(rc, 0) + n
-                if _totals(held.allocations) != need or mig.allocations:
+                if allocation_totals(held.allocations) != need or mig.allocations:
                     targets[inst.uuid] = self._place(need, move.source, both)
                     if mig.allocations:
                         targets[move.migration_uuid] = {}
                     reasons.append(
                         f"same-host move: instance holds "
-                        f"{_totals(held.allocations)} and migration "
-                        f"{_totals(mig.allocations)}; the instance should hold "
+                        f"{allocation_totals(held.allocations)} and migration "
+                        f"{allocation_totals(mig.allocations)}; the instance should hold "
                         f"max(old, new) = {need} and the migration nothing")
             else:
                 for consumer, res, host, who in (
@@ -153,7 +147,7 @@ class Reconciler:
                          "migration"),
                         (inst.uuid, move.new_resources, move.dest, "instance")):
                     current = (mig if consumer == move.migration_uuid else held)
-                    have = _totals(current.allocations)
+                    have = allocation_totals(current.allocations)
                     if have != dict(res):
                         targets[consumer] = self._place(res, host,
                                                         current.allocations)

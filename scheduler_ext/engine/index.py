@@ -35,7 +35,8 @@ from scheduler_ext.engine.columns import Column, summary_capacity
 from scheduler_ext.engine.fit import Choice, Fit
 from scheduler_ext.engine.membership import AggregateSets, TraitBits
 from scheduler_ext.engine.request import CandidateRequest
-from scheduler_ext.engine.solver import SHARING_TRAIT, Solver
+from scheduler_ext.engine.solver import Solver
+from scheduler_ext.placement.model import SHARING_TRAIT
 from scheduler_ext.engine.weigh import Weigher
 from scheduler_ext.placement import validation
 from scheduler_ext.placement.model import FleetSnapshot, ProviderRecord

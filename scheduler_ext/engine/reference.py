@@ -16,7 +16,7 @@ from typing import Iterable, Iterator, Mapping
 from scheduler_ext.engine.request import CandidateRequest
 from scheduler_ext.placement.model import FleetSnapshot
 
-SHARING = "MISC_SHARES_VIA_AGGREGATE"
+from scheduler_ext.placement.model import SHARING_TRAIT as SHARING  # noqa: E402
 
 
 @dataclasses.dataclass

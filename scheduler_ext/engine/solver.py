@@ -12,14 +12,12 @@ import dataclasses
 import itertools
 
 import numpy as np
-import os_traits
 
 from scheduler_ext import errors
 from scheduler_ext.engine import candidates as cand
 from scheduler_ext.engine.request import CandidateRequest
 from scheduler_ext.placement import validation
 
-SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
 #: Above this many (local/sharing x trait-mask) choice combinations the
 #: fast path falls back to exact per-root enumeration.
 MAX_COMBINATIONS = 256

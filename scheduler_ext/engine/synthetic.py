@@ -21,7 +21,7 @@ from scheduler_ext.engine.columnar import ColumnarFleet, InventoryColumns
 from scheduler_ext.engine.request import CandidateRequest
 from scheduler_ext.placement.model import MAX_INT, AllocationWrite, Inventory
 
-SHARING = "MISC_SHARES_VIA_AGGREGATE"
+from scheduler_ext.placement.model import SHARING_TRAIT as SHARING  # noqa: E402
 #: Custom traits the random fleets use (created once, shared by fleets).
 CUSTOM_TRAITS = ("CUSTOM_ENGINE_T1", "CUSTOM_ENGINE_T2", "CUSTOM_ENGINE_T3")
 STANDARD_TRAITS = ("HW_CPU_X86_AVX2", "STORAGE_DISK_SSD", "COMPUTE_STATUS_DISABLED")

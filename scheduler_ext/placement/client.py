@@ -100,3 +100,12 @@ def read_provider(client: PlacementClient, rp_uuid: str) -> ProviderRecord:
         Provider(prov.uuid, prov.name, gen, prov.root_provider_uuid,
                  prov.parent_provider_uuid),
         invs, client.get_usages(rp_uuid), traits, aggs)
+
+
+def allocation_totals(allocs: Allocations) -> dict[str, int]:
+    """Amount per resource class, summed over providers."""
+    out: dict[str, int] = {}
+    for res in allocs.values():
+        for rc, n in res.items():
+            out[rc] = out.get(rc, 0) + n
+    return out

@@ -8,6 +8,9 @@ from typing import Mapping
 #: Largest integer placement stores (a signed 32-bit column).
 MAX_INT = 2**31 - 1
 
+#: The trait that makes a provider share its inventory with its aggregates.
+SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
+
 #: rp uuid -> resource class -> amount (whole units of the class).
 Allocations = Mapping[str, Mapping[str, int]]
 

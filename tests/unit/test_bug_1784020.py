@@ -111,18 +111,31 @@ def test_same_host_pick_then_failure_reschedules_to_other_host(client, two_hosts
     assert usage(client, ss) == DISK
 
 
-def test_other_host_pick_then_failure_reschedules_to_source(client):
+@pytest.fixture
+def small_and_big(client):
+    """A small host (the source), a big one the weighers prefer, shared
+    storage; (src, big, ss, model, place) where ``place(flavor)`` puts a
+    server on the small host directly."""
     src = small_host(client, "small", disk=False, aggregates=[AGG])
     big = add_host(client, "big", {"VCPU": Inventory(16),
                                    "MEMORY_MB": Inventory(65536)}, (AGG,))
     ss = shared_storage(client, AGG, disk_gb=4096)
     _, model = start(client)
-    server = str(uuid.UUID(int=1))
-    old = {"VCPU": 1, "MEMORY_MB": 1024, "DISK_GB": 10}
-    client.put_allocations(server, AllocationWrite(
-        {src: {"VCPU": 1, "MEMORY_MB": 1024}, ss: {"DISK_GB": 10}},
-        model.project_id, model.user_id, None))
-    model.servers[server] = Server(server, dict(old), src)
+
+    def place(flavor):
+        server = str(uuid.UUID(int=1))
+        cpu_mem = {rc: n for rc, n in flavor.items() if rc != "DISK_GB"}
+        client.put_allocations(server, AllocationWrite(
+            {src: cpu_mem, ss: {"DISK_GB": flavor["DISK_GB"]}},
+            model.project_id, model.user_id, None))
+        model.servers[server] = Server(server, dict(flavor), src)
+        return server
+    return src, big, ss, model, place
+
+
+def test_other_host_pick_then_failure_reschedules_to_source(client, small_and_big):
+    src, big, ss, model, place = small_and_big
+    server = place({"VCPU": 1, "MEMORY_MB": 1024, "DISK_GB": 10})
     move = model.resize(server, {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 20})
     assert move.dest == big                   # the weighers prefer the big host
     # the source fits old + new, so nova's conductor may claim it as it is
@@ -143,18 +156,9 @@ def test_other_host_pick_then_failure_reschedules_to_source(client):
     assert usage(client, big) == {}
 
 
-def test_source_is_no_alternate_when_it_only_fits_after_release(client):
-    src = small_host(client, "small", disk=False, aggregates=[AGG])
-    big = add_host(client, "big", {"VCPU": Inventory(16),
-                                   "MEMORY_MB": Inventory(65536)}, (AGG,))
-    ss = shared_storage(client, AGG, disk_gb=4096)
-    _, model = start(client)
-    server = str(uuid.UUID(int=1))
-    client.put_allocations(server, AllocationWrite(
-        {src: {"VCPU": 1, "MEMORY_MB": 6000}, ss: {"DISK_GB": 10}},
-        model.project_id, model.user_id, None))
-    model.servers[server] = Server(
-        server, {"VCPU": 1, "MEMORY_MB": 6000, "DISK_GB": 10}, src)
+def test_source_is_no_alternate_when_it_only_fits_after_release(client, small_and_big):
+    src, big, ss, model, place = small_and_big
+    server = place({"VCPU": 1, "MEMORY_MB": 6000, "DISK_GB": 10})
     move = model.resize(server, {"VCPU": 1, "MEMORY_MB": 7000, "DISK_GB": 10})
     assert move.dest == big
     assert model.servers[server].alternates == []

@@ -5,7 +5,6 @@ storage: usage equals the sum of allocations and never exceeds capacity;
 each server is accounted on the providers it uses (max(old, new) during a
 same-host resize); nothing is left once its moves end and reconcile ran."""
 
-import uuid
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
