@@ -184,6 +184,7 @@ class SameHostMoveStrategy:
         real_release = (move is not None and move.allow_same_host and
                         self.release and bool(old) and
                         not self.source.virtual_release)
+        before = held
         if real_release:
             held = self._release(request, instance, held)
         # what the view may treat as free for the source host
@@ -195,7 +196,7 @@ class SameHostMoveStrategy:
             if not real_release:
                 raise
             try:
-                self._restore(request, instance, old)
+                self._restore(request, instance, before)
             except errors.SchedulerExtError:
                 # the window was lost: the source's space is gone; cover the
                 # instance on another host rather than nowhere
@@ -280,21 +281,23 @@ class SameHostMoveStrategy:
             "until reconcile restores it")
 
     def _restore(self, request: ScheduleRequest, instance: str,
-                 old: Allocations) -> None:
-        """Put the released old allocations back on the migration (where
-        nova's conductor had moved them); an error names the instance."""
+                 before: dict) -> None:
+        """Put the released allocations back where they were (the migration,
+        where nova's conductor moved them, and the instance if it held any),
+        in one write; an error names the instance."""
         now = self._read(request, instance)
-        mig = now["migration"]
+        writes = {self._consumer(request, instance, who): now[who].write(
+                      copy_allocations(c.allocations), consumer_type=self._type(who),
+                      project_id=request.project_id, user_id=request.user_id)
+                  for who, c in before.items() if c.allocations}
         try:
-            self.client.post_allocations({request.move.migration_uuid: mig.write(
-                copy_allocations(old), consumer_type=MIGRATION,
-                project_id=request.project_id, user_id=request.user_id)})
+            self.client.post_allocations(writes)
         except errors.PlacementError as exc:
             raise errors.SchedulerExtError(
-                f"instance {instance}: its old allocations {dict(old)} were "
-                f"released for scheduling and could not be restored ({exc}); "
-                "the instance is not covered in placement until reconcile "
-                "restores them") from exc
+                f"instance {instance}: its old allocations "
+                f"{self._old(before)} were released for scheduling and could "
+                f"not be restored ({exc}); the instance is not covered in "
+                "placement until reconcile restores them") from exc
 
     @staticmethod
     def _consumer(request: ScheduleRequest, instance: str, who: str) -> str:
