@@ -1,0 +1,159 @@
+"""Unit tests of ``scheduler_ext.nova.adapter`` against nova 34's objects
+(no services). Run with the other ``cases_*`` modules, in a subprocess, so
+that nova is never imported into pytest's process."""
+
+import types
+import unittest
+import uuid
+
+from nova import objects
+
+from scheduler_ext.nova import adapter
+from scheduler_ext.placement import (AllocationWrite, EmbeddedPlacement,
+                                     Inventory)
+from scheduler_ext.reconcile import InstanceState, MoveState
+
+objects.register_all()
+
+NOVA_QUERY = ("limit=1000&resources=DISK_GB%3A1%2CMEMORY_MB%3A512%2CVCPU%3A1"
+              "&root_required=%21COMPUTE_STATUS_DISABLED%2COWNER_NOVA")
+
+
+class ParseQuery(unittest.TestCase):
+
+    def test_nova_boot_query(self):
+        f = adapter.parse_query(NOVA_QUERY)
+        self.assertEqual({"DISK_GB": 1, "MEMORY_MB": 512, "VCPU": 1},
+                         f["resources"])
+        self.assertEqual(1000, f["limit"])
+        self.assertEqual({"OWNER_NOVA"}, f["root_required"])
+        self.assertEqual({"COMPUTE_STATUS_DISABLED"}, f["root_forbidden"])
+
+    def test_traits_aggregates_tree(self):
+        a, b, c = (str(uuid.uuid4()) for _ in range(3))
+        f = adapter.parse_query(
+            f"resources=VCPU:2&required=HW_CPU_X86_AVX,!CUSTOM_SLOW"
+            f"&required=in:CUSTOM_A,CUSTOM_B&member_of=in:{a},{b}"
+            f"&member_of={c}&member_of=!in:{a}&in_tree={c}")
+        self.assertEqual({"HW_CPU_X86_AVX"}, f["required_traits"])
+        self.assertEqual({"CUSTOM_SLOW"}, f["forbidden_traits"])
+        self.assertEqual([frozenset({"CUSTOM_A", "CUSTOM_B"})], f["any_traits"])
+        self.assertEqual([frozenset({a, b}), frozenset({c})], f["member_of"])
+        self.assertEqual({a}, f["forbidden_aggregates"])
+        self.assertEqual(c, f["in_tree"])
+        self.assertIsNone(f["limit"])
+
+    def test_what_is_not_modelled_goes_to_nova(self):
+        for query in ("resources=VCPU:1&resources1=VGPU:1",
+                      "resources=VCPU:1&group_policy=none",
+                      "resources=VCPU:1&same_subtree=_a,_b",
+                      "required=CUSTOM_X"):
+            with self.assertRaises(adapter.UseNova, msg=query):
+                adapter.parse_query(query)
+
+    def test_from_a_request_spec(self):
+        flavor = objects.Flavor(vcpus=2, memory_mb=1024, root_gb=10,
+                                ephemeral_gb=5, swap=512,
+                                extra_specs={"trait:CUSTOM_FAST": "required"})
+        spec = objects.RequestSpec(flavor=flavor, is_bfv=False,
+                                   project_id="p", user_id="u")
+        query = adapter.placement_query(None, spec, None)
+        f = adapter.parse_query(query)
+        self.assertEqual({"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 16},
+                         f["resources"])
+        self.assertEqual({"CUSTOM_FAST"}, f["required_traits"])
+        req = adapter.schedule_request(f, str(uuid.uuid4()), spec,
+                                       types.SimpleNamespace(user_id="x"),
+                                       None)
+        self.assertEqual("u", req.user_id)
+        self.assertEqual(frozenset({"CUSTOM_FAST"}), req.required_traits)
+
+    def test_granular_flavor_goes_to_nova(self):
+        flavor = objects.Flavor(vcpus=1, memory_mb=512, root_gb=1,
+                                ephemeral_gb=0, swap=0,
+                                extra_specs={"resources1:VGPU": "1"})
+        spec = objects.RequestSpec(flavor=flavor, is_bfv=False)
+        with self.assertRaises(adapter.UseNova):
+            adapter.parse_query(adapter.placement_query(None, spec, None))
+
+
+class MovedElsewhere(unittest.TestCase):
+
+    def m(self, sc, sn, dc, dn):
+        return types.SimpleNamespace(source_compute=sc, source_node=sn,
+                                     dest_compute=dc, dest_node=dn)
+
+    def test_cases(self):
+        self.assertFalse(adapter._moved_elsewhere(self.m("h1", "n1", "h1", "n1")))
+        self.assertFalse(adapter._moved_elsewhere(self.m("h1", "n1", None, None)))
+        self.assertTrue(adapter._moved_elsewhere(self.m("h1", "n1", "h2", "n2")))
+
+
+def small_host(client):
+    """A SmallFakeDriver-sized compute node: VCPU 2, MEMORY_MB 8192,
+    DISK_GB 1028."""
+    prov = client.create_provider("host1", str(uuid.uuid4()))
+    client.set_inventories(prov.uuid, prov.generation, {
+        "VCPU": Inventory(2), "MEMORY_MB": Inventory(8192),
+        "DISK_GB": Inventory(1028)})
+    return prov.uuid
+
+
+class ReconcileGuard(unittest.TestCase):
+    """A fix is applied only when the consumers hold flavor classes only."""
+
+    def setUp(self):
+        self.client = EmbeddedPlacement()
+        self.host = small_host(self.client)
+        self.inst = str(uuid.uuid4())
+        self.mig = str(uuid.uuid4())
+        self.old = {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 100}
+
+    def _hold(self, allocs):
+        self.client.put_allocations(self.inst, AllocationWrite(
+            allocs, "p", "u", None, "INSTANCE"))
+
+    def _state(self):
+        # a reverted same-host resize: the live flavor is the old one
+        return InstanceState(self.inst, self.host, self.old, "p", "u",
+                             (MoveState(self.mig, "", "", {}, {}, False),))
+
+    def test_trims_to_the_live_flavor(self):
+        self._hold({self.host: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 100}})
+        fixes = adapter.reconcile(self.client, [self._state()])
+        self.assertEqual([True], [f.applied for f in fixes])
+        self.assertEqual({self.host: self.old},
+                         self.client.get_consumer(self.inst).allocations)
+
+    def test_leaves_foreign_classes_alone(self):
+        self.client.create_resource_class("CUSTOM_PORT_BW")
+        gen, invs = self.client.get_inventories(self.host)
+        invs = dict(invs)
+        invs["CUSTOM_PORT_BW"] = Inventory(1000)
+        self.client.set_inventories(self.host, gen, invs)
+        held = {self.host: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 100,
+                            "CUSTOM_PORT_BW": 10}}
+        self._hold(held)
+        fixes = adapter.reconcile(self.client, [self._state()])
+        self.assertEqual(1, len(fixes))
+        self.assertFalse(fixes[0].applied)
+        self.assertIn("CUSTOM_PORT_BW", fixes[0].error)
+        self.assertEqual(held, self.client.get_consumer(self.inst).allocations)
+
+    def test_dry_run_writes_nothing(self):
+        held = {self.host: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 100}}
+        self._hold(held)
+        fixes = adapter.reconcile(self.client, [self._state()], apply=False)
+        self.assertEqual([False], [f.applied for f in fixes])
+        self.assertEqual(held, self.client.get_consumer(self.inst).allocations)
+
+
+class ReconcileWindow(unittest.TestCase):
+
+    def test_first_run_looks_back_a_day_then_overlaps(self):
+        now = adapter.utcnow()
+        later = now + adapter.FIRST_LOOKBACK
+        self.assertEqual(now - adapter.FIRST_LOOKBACK,
+                         adapter.reconcile_since(now, None))
+        self.assertEqual(now - adapter.OVERLAP,
+                         adapter.reconcile_since(later, now))

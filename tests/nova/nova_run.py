@@ -1,0 +1,121 @@
+"""Run nova TestCase classes in subprocesses and collect their results.
+
+nova's TestCase deletes its instance attributes after each test, which
+pytest's runner does not survive, so the ``cases_*`` modules run under
+python-subunit's runner (``python -m subunit.run``), split over a few
+worker processes; the subunit v2 streams are parsed here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@dataclasses.dataclass
+class Result:
+    test_id: str
+    status: str             # success, fail, skip, ...
+    seconds: float
+    details: str            # the traceback (and captured logs) of a failure
+
+    @property
+    def name(self) -> str:
+        return self.test_id.rsplit(".", 1)[-1]
+
+    @property
+    def cls(self) -> str:
+        return self.test_id.rsplit(".", 2)[-2]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env.setdefault("OS_TEST_TIMEOUT", "240")    # nova's per-test timeout
+    return env
+
+
+def list_tests(targets: list[str]) -> list[str]:
+    out = subprocess.run(
+        [sys.executable, "-m", "testtools.run", "--list", *targets],
+        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        raise RuntimeError(f"listing {targets} failed:\n{out.stdout}\n{out.stderr}")
+    prefixes = tuple(t + "." for t in targets)
+    return [line.strip() for line in out.stdout.splitlines()
+            if line.strip().startswith(prefixes)]
+
+
+def _parse(stream: bytes) -> list[Result]:
+    import subunit
+    import testtools
+
+    results: list[Result] = []
+
+    def on_test(test: dict) -> None:
+        if test["status"] in (None, "exists", "inprogress"):
+            return
+        start, stop = (list(test["timestamps"]) + [None, None])[:2]
+        seconds = (stop - start).total_seconds() if start and stop else 0.0
+        text = []
+        for name, content in test["details"].items():
+            if name in ("traceback", "reason") or test["status"] == "fail":
+                try:
+                    text.append(f"--- {name}\n" + content.as_text())
+                except Exception:   # binary attachment
+                    pass
+        results.append(Result(test["id"], test["status"], seconds,
+                              "\n".join(text)))
+
+    parser = subunit.ByteStreamToStreamResult(io.BytesIO(stream),
+                                              non_subunit_name="stdout")
+    sink = testtools.StreamToDict(on_test)
+    sink.startTestRun()
+    parser.run(sink)
+    sink.stopTestRun()
+    return results
+
+
+def run_tests(test_ids: list[str], workers: int = 2,
+              timeout: float = 40 * 60) -> tuple[dict[str, Result], float]:
+    """Run the tests over ``workers`` processes; (results by id, seconds)."""
+    started = time.monotonic()
+    chunks = [test_ids[i::workers] for i in range(workers)]
+    procs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, chunk in enumerate(c for c in chunks if c):
+            path = pathlib.Path(tmp, f"worker{i}.subunit")
+            out = open(path, "wb")
+            err = open(pathlib.Path(tmp, f"worker{i}.err"), "wb")
+            procs.append((subprocess.Popen(
+                [sys.executable, "-m", "subunit.run", *chunk], cwd=ROOT,
+                env=_env(), stdout=out, stderr=err), path, out, err, chunk))
+        results: dict[str, Result] = {}
+        for proc, path, out, err, chunk in procs:
+            left = max(1.0, timeout - (time.monotonic() - started))
+            try:
+                proc.wait(timeout=left)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            out.close()
+            err.close()
+            for r in _parse(path.read_bytes()):
+                results[r.test_id] = r
+            for test_id in chunk:
+                if test_id not in results:
+                    tail = pathlib.Path(err.name).read_bytes()[-4000:]
+                    results[test_id] = Result(
+                        test_id, "missing", 0.0,
+                        f"no result (worker exit {proc.returncode}):\n"
+                        + tail.decode(errors="replace"))
+    return results, time.monotonic() - started
