@@ -6,6 +6,8 @@ agree, each as ONE atomic multi-consumer write. Dry-run by default.
 
 Targets:
 
+* classes no flavor of the instance names (ports, accelerators, PCI
+  devices) are kept where they are, untouched;
 * an instance with no move in progress holds exactly its live flavor on its
   host (a class the host has no inventory of comes from a sharing provider
   in one of its aggregates, the one it already uses if any); the migration
@@ -104,6 +106,13 @@ class Reconciler:
         migs = {m.migration_uuid: self.client.get_consumer(m.migration_uuid)
                 for m in inst.moves}
         active = [m for m in inst.moves if m.in_progress]
+        # classes a flavor gives; anything else a consumer holds (ports,
+        # accelerators, PCI devices...) is kept exactly where it is
+        managed = set(inst.resources).union(
+            *(set(m.old_resources) | set(m.new_resources) for m in inst.moves))
+        keep = lambda allocs: {rp: {rc: n for rc, n in res.items()  # noqa: E731
+                                    if rc not in managed}
+                               for rp, res in allocs.items()}
         targets: dict[str, dict[str, dict[str, int]]] = {}
         reasons: list[str] = []
         if not active:
@@ -111,7 +120,9 @@ class Reconciler:
             # a migration left holding it (a conductor that died mid-move)
             left = {rp: dict(res) for m in migs.values()
                     for rp, res in m.allocations.items()}
-            want = self._place(inst.resources, inst.host, held.allocations, left)
+            want = _merge(self._place(inst.resources, inst.host,
+                                      held.allocations, left),
+                          keep(held.allocations))
             if want != _norm(held.allocations):
                 targets[inst.uuid] = want
                 reasons.append(f"instance holds {_norm(held.allocations)}, "
@@ -132,8 +143,11 @@ class Reconciler:
                 for rp, res in mig.allocations.items():
                     for rc, n in res.items():
                         both.setdefault(rp, {})[rc] = both.get(rp, {}).get(rc, 0) + n
-                if allocation_totals(held.allocations) != need or mig.allocations:
-                    targets[inst.uuid] = self._place(need, move.source, both)
+                have = {rc: n for rc, n in allocation_totals(held.allocations).items()
+                        if rc in managed}
+                if have != need or mig.allocations:
+                    targets[inst.uuid] = _merge(
+                        self._place(need, move.source, both), keep(both))
                     if mig.allocations:
                         targets[move.migration_uuid] = {}
                     reasons.append(
@@ -147,10 +161,13 @@ class Reconciler:
                          "migration"),
                         (inst.uuid, move.new_resources, move.dest, "instance")):
                     current = (mig if consumer == move.migration_uuid else held)
-                    have = allocation_totals(current.allocations)
+                    have = {rc: n for rc, n in
+                            allocation_totals(current.allocations).items()
+                            if rc in managed}
                     if have != dict(res):
-                        targets[consumer] = self._place(res, host,
-                                                        current.allocations)
+                        targets[consumer] = _merge(
+                            self._place(res, host, current.allocations),
+                            keep(current.allocations))
                         reasons.append(f"{who} of move {move.migration_uuid} "
                                        f"holds {have}, needs {dict(res)}")
         if not targets:
@@ -218,6 +235,16 @@ class Reconciler:
 
 def _norm(allocs: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
     return {rp: dict(res) for rp, res in allocs.items() if res}
+
+
+def _merge(a: Mapping[str, Mapping[str, int]],
+           b: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+    """``a`` plus the classes of ``b`` it does not name, per provider."""
+    out = {rp: dict(res) for rp, res in a.items()}
+    for rp, res in b.items():
+        for rc, n in res.items():
+            out.setdefault(rp, {}).setdefault(rc, n)
+    return _norm(out)
 
 
 def audit(client: PlacementClient, instances: Iterable[InstanceState]) -> list[Fix]:

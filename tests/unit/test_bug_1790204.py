@@ -76,3 +76,21 @@ def test_reconcile_is_dry_run_by_default(client):
     fixes = Reconciler(client).run(model.states())
     assert len(fixes) == 1 and not fixes[0].applied
     assert client.get_consumer(server.uuid).allocations == {host: MAX12}
+
+
+def test_reconcile_keeps_classes_no_flavor_names(client):
+    """A port's bandwidth on the instance is not the flavor's: the trim
+    after a same-host revert leaves it alone."""
+    from scheduler_ext.fleet import add_host
+    from scheduler_ext.placement import Inventory
+    host, model, server, move = _resized(client)
+    nic = add_host(client, "nic", {"NET_BW_EGR_KILOBIT_PER_SEC": Inventory(10000)})
+    current = client.get_consumer(server.uuid)
+    client.put_allocations(server.uuid, current.write(
+        {host: MAX12, nic: {"NET_BW_EGR_KILOBIT_PER_SEC": 1000}}))
+    model.revert(server.uuid)
+    fixes = Reconciler(client).run(model.states(), apply=True)
+    assert [f.applied for f in fixes] == [True]
+    assert client.get_consumer(server.uuid).allocations == {
+        host: FLAVOR1, nic: {"NET_BW_EGR_KILOBIT_PER_SEC": 1000}}
+    assert Reconciler(client).run(model.states()) == []
