@@ -8,6 +8,8 @@ stevedore, by the names in ``[scheduler_ext]``, and answers
 
 from __future__ import annotations
 
+from typing import Callable
+
 from oslo_config import cfg
 from oslo_log import log as logging
 from stevedore import driver as sd_driver
@@ -17,7 +19,7 @@ from scheduler_ext import errors
 from scheduler_ext.placement import PlacementClient
 from scheduler_ext.placement_source import PlacementCandidateSource
 from scheduler_ext.request import ScheduleRequest
-from scheduler_ext.strategy import Selection
+from scheduler_ext.strategy import CandidateSource, Selection
 
 LOG = logging.getLogger(__name__)
 
@@ -70,9 +72,28 @@ class SchedulerDriver:
             max_claim_attempts=opts.max_claim_attempts,
             prefer_same_host=opts.prefer_same_host)
 
-    def select_destinations(self, request: ScheduleRequest) -> list[list[Selection]]:
+    @property
+    def strategies(self) -> list:
+        """The strategy in use, then the one asking placement (if any)."""
+        return [self.strategy] + ([self.fallback] if self.fallback else [])
+
+    def wrap_sources(self, wrap: Callable[[CandidateSource], CandidateSource]
+                     ) -> list[CandidateSource]:
+        """Put ``wrap(source)`` in front of every candidate source, e.g. a
+        layer running nova's host filters and weighers over the engine's
+        candidates; returns the wrappers."""
+        out = []
+        for strategy in self.strategies:
+            strategy.source = wrap(strategy.source)
+            out.append(strategy.source)
+        return out
+
+    def select_destinations(self, request: ScheduleRequest,
+                            max_alternates: int | None = None
+                            ) -> list[list[Selection]]:
         """Claim a host per instance; raises NoValidHost (nothing written)
-        or InvalidRequest (nothing written)."""
+        or InvalidRequest (nothing written). ``max_alternates`` overrides
+        the configured number for this call."""
         if request.move is not None:
             try:
                 self.client.get_provider(request.move.source_root)
@@ -85,11 +106,11 @@ class SchedulerDriver:
         if refresh is not None:
             refresh()
         try:
-            return self.strategy.select(request)
+            return self.strategy.select(request, max_alternates)
         except errors.Unsupported as exc:
             if self.fallback is None:
                 raise
             LOG.info("engine cannot answer (%s); asking placement", exc)
-            return self.fallback.select(request)
+            return self.fallback.select(request, max_alternates)
 
     __call__ = select_destinations

@@ -145,20 +145,23 @@ class SameHostMoveStrategy:
         self.prefer_same_host = prefer_same_host
 
     # ------------------------------------------------------------- public
-    def select(self, request: ScheduleRequest) -> list[list[Selection]]:
+    def select(self, request: ScheduleRequest,
+               max_alternates: int | None = None) -> list[list[Selection]]:
         """Claim a host for every instance of the request; returns, per
-        instance, the claimed Selection then its alternates.
+        instance, the claimed Selection then up to ``max_alternates``
+        alternates (default: the configured number).
 
         On NoValidHost for any instance, the boots already claimed for this
         request are released again, so the request leaves nothing behind.
         """
+        alts = self.max_alternates if max_alternates is None else max_alternates
         if request.move is not None:
-            return [self._place(request, request.instance_uuids[0])]
+            return [self._place(request, request.instance_uuids[0], alts)]
         done: list[str] = []
         out = []
         try:
             for instance in request.instance_uuids:
-                out.append(self._place(request, instance))
+                out.append(self._place(request, instance, alts))
                 done.append(instance)
         except errors.SchedulerExtError:
             for instance in done:
@@ -173,9 +176,10 @@ class SameHostMoveStrategy:
             self.client.put_allocations(instance, current.write({}))
             self.source.changed(current.allocations)
 
-    def _place(self, request: ScheduleRequest, instance: str) -> list[Selection]:
+    def _place(self, request: ScheduleRequest, instance: str,
+               alts: int) -> list[Selection]:
         move = request.move
-        limit = self.max_claim_attempts + self.max_alternates + 1
+        limit = self.max_claim_attempts + alts + 1
         held = self._read(request, instance)
         old = self._old(held)
         if move is not None and old and move.source_root not in old:
@@ -191,7 +195,8 @@ class SameHostMoveStrategy:
         released = old if self.release and (
             self.source.virtual_release or real_release) else None
         try:
-            return self._claim_best(request, instance, held, old, released, limit)
+            return self._claim_best(request, instance, held, old, released,
+                                    limit, alts)
         except errors.SchedulerExtError as exc:
             if not real_release:
                 raise
@@ -205,7 +210,7 @@ class SameHostMoveStrategy:
 
     def _claim_best(self, request: ScheduleRequest, instance: str, held: dict,
                     old: Allocations, released: Allocations | None,
-                    limit: int) -> list[Selection]:
+                    limit: int, alts: int) -> list[Selection]:
         """Claim the first candidate that placement accepts."""
         choices, pool = self._choices(request, released, limit)
         if not choices:
@@ -230,7 +235,7 @@ class SameHostMoveStrategy:
             LOG.info("instance %s: claimed %s on %s", instance,
                      dict(request.resources), cand.root)
             return [Selection(cand.root, cand.allocations)] + \
-                self._alternates(cand, pool)
+                self._alternates(cand, pool, alts)
         raise errors.NoValidHost(
             f"instance {instance}: every claim failed ({'; '.join(failures)})"
             + self._move_text(request))
@@ -377,11 +382,12 @@ class SameHostMoveStrategy:
                 project_id=request.project_id, user_id=request.user_id)
         return writes
 
-    def _alternates(self, chosen: Candidate, pool: list[Candidate]) -> list[Selection]:
+    def _alternates(self, chosen: Candidate, pool: list[Candidate],
+                    alts: int) -> list[Selection]:
         seen = {chosen.root}
         out = []
         for cand in pool:
-            if len(out) >= self.max_alternates:
+            if len(out) >= alts:
                 break
             if cand.root not in seen:
                 seen.add(cand.root)

@@ -405,11 +405,6 @@ class NovaRankedSource:
         self.inner.changed(providers)
 
 
-def _strategies(driver) -> list:
-    return [s for s in (getattr(driver, "strategy", None),
-                        getattr(driver, "fallback", None)) if s is not None]
-
-
 # --------------------------------------------------------------- selection
 class NovaScheduler:
     """select_destinations for nova, on top of a scheduler-ext driver
@@ -422,11 +417,7 @@ class NovaScheduler:
         self.client = client
         self.lock = threading.Lock()
         self.notifier = rpc.get_notifier("scheduler")
-        self.sources = []
-        for strategy in _strategies(driver):
-            ranked = NovaRankedSource(strategy.source)
-            strategy.source = ranked
-            self.sources.append(ranked)
+        self.sources = driver.wrap_sources(NovaRankedSource)
 
     def select(self, context, spec_obj, instance_uuids, num_alts: int) -> list[list]:
         """Per instance: the claimed nova Selection, then up to ``num_alts``
@@ -464,8 +455,6 @@ class NovaScheduler:
             requests.append(schedule_request(fields, uuid, spec, context, move))
         limit = fields["limit"] or UNLIMITED
         call = _Call(admin, spec, self.host_manager, limit)
-        for strategy in _strategies(self.driver):
-            strategy.max_alternates = num_alts
         self._notify(context, spec, "start")
         claimed: list[tuple[str, list[Selection], Any]] = []
         try:
@@ -474,7 +463,7 @@ class NovaScheduler:
                 spec.instance_uuid = uuid
                 spec.obj_reset_changes(["instance_uuid"])
                 call.index = index
-                sels = self._claim(call, request)
+                sels = self._claim(call, request, num_alts)
                 host = call.states[sels[0].root]
                 claimed.append((uuid, sels, host))
                 self._consume(host, spec, uuid)
@@ -490,12 +479,13 @@ class NovaScheduler:
         return [self._nova_selections(call, sels, host, num_alts, taken)
                 for _, sels, host in claimed]
 
-    def _claim(self, call: _Call, request: ScheduleRequest) -> list[Selection]:
+    def _claim(self, call: _Call, request: ScheduleRequest,
+               num_alts: int) -> list[Selection]:
         uuid = request.instance_uuids[0]
         for source in self.sources:
             source.call = call
         try:
-            return self.driver.select_destinations(request)[0]
+            return self.driver.select_destinations(request, num_alts)[0]
         except errors.NoValidHost as exc:
             LOG.info("no valid host for instance %s: %s", uuid, exc)
             raise exception.NoValidHost(
