@@ -364,3 +364,24 @@ def check_refused(p, make, fleet: Fleet | None = None) -> None:
     for c in fleet.extra:
         p.put_allocations(c, write({fleet.cn1: {"VCPU": 1}}, None))
         p.delete_allocations(c)
+
+
+def check_missing_provider_write(p) -> None:
+    """A write naming a provider that does not exist: 400 and no allocation
+    changes; placement keeps the consumer record it created (generation 0,
+    no allocations), so a null generation is then refused and 0 accepted."""
+    fleet = build_fleet(p)
+    before = state(p, fleet)
+    c = fleet.new_consumer()
+    with pytest.raises(errors.InvalidRequest) as info:
+        p.put_allocations(c, AllocationWrite(
+            {fleet.cn1: {"VCPU": 1}, str(uuidlib.uuid4()): {"VCPU": 1}},
+            "proj", "user", None))
+    assert info.value.status == 400
+    assert state(p, fleet) == dict(before, **{c: p.get_consumer(c)})
+    assert p.get_consumer(c).allocations == {}
+    with pytest.raises(errors.ConcurrentUpdate):
+        p.put_allocations(c, AllocationWrite({fleet.cn1: {"VCPU": 1}},
+                                             "proj", "user", None))
+    p.put_allocations(c, AllocationWrite({fleet.cn1: {"VCPU": 1}},
+                                         "proj", "user", 0))

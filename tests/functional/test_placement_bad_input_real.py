@@ -8,7 +8,6 @@ observable changes in placement.
 
 from __future__ import annotations
 
-import uuid
 
 import pytest
 
@@ -17,7 +16,7 @@ from scheduler_ext.placement.http import HttpPlacement
 from scheduler_ext.placement.model import AllocationWrite, Inventory
 from tests.placement_cases import (
     BAD_INPUT_CASES, CONFLICT_CASES, build_fleet, check_bad_input,
-    check_refused, state)
+    check_missing_provider_write, check_refused, state)
 
 
 @pytest.fixture(scope="module")
@@ -40,24 +39,8 @@ def test_refused_write_changes_nothing(real_placement, fleet, make):
 
 
 def test_write_naming_missing_provider_changes_no_allocations(real_placement):
-    """400 from placement itself; it keeps the consumer record it created
-    (generation 0, no allocations), as the embedded placement copies."""
-    p = real_placement
-    fleet = build_fleet(p)
-    before = state(p, fleet)
-    c = fleet.new_consumer()
-    with pytest.raises(errors.InvalidRequest) as info:
-        p.put_allocations(c, AllocationWrite(
-            {fleet.cn1: {"VCPU": 1}, str(uuid.uuid4()): {"VCPU": 1}},
-            "proj", "user", None))
-    assert info.value.status == 400
-    assert state(p, fleet) == dict(before, **{c: p.get_consumer(c)})
-    assert p.get_consumer(c).allocations == {}
-    with pytest.raises(errors.ConcurrentUpdate):
-        p.put_allocations(c, AllocationWrite({fleet.cn1: {"VCPU": 1}},
-                                             "proj", "user", None))
-    p.put_allocations(c, AllocationWrite({fleet.cn1: {"VCPU": 1}},
-                                         "proj", "user", 0))
+    check_missing_provider_write(real_placement)
+
 
 
 def test_uncreated_custom_class_is_invalid_request(real_placement):

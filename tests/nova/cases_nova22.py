@@ -35,7 +35,7 @@ import nova.scheduler
 from nova import servicegroup
 from nova.tests.functional.regressions import test_bug_1790204
 
-from tests.nova.harness import SchedulerExtMixin
+from tests.nova.harness import Bug1790204Flavors, SchedulerExtMixin
 
 
 def install_standin_base():
@@ -105,7 +105,7 @@ class VictoriaManager(nova_manager.SchedulerManager):
         return selections
 
 
-class Nova22Contract(SchedulerExtMixin,
+class Nova22Contract(SchedulerExtMixin, Bug1790204Flavors,
                      test_bug_1790204.ResizeSameHostDoubledAllocations):
     """nova's bug 1790204 scenario through the 22.x contract."""
 
@@ -117,14 +117,6 @@ class Nova22Contract(SchedulerExtMixin,
         self.assertIsInstance(drv, STANDIN.Scheduler)
         self.assertFalse(drv.USES_ALLOCATION_CANDIDATES)
         self.assertIs(drv.host_manager.__class__, host_manager.HostManager)
-
-    def _flavors(self):
-        self.flags(allow_resize_to_same_host=True)
-        body = {"flavor": {"name": "v1r2d1", "ram": 2048, "vcpus": 1,
-                           "disk": 1028}}
-        flavor1 = self.admin_api.post_flavor(body)
-        body["flavor"].update({"name": "v2r2d1", "vcpus": 2})
-        return flavor1, self.admin_api.post_flavor(body)
 
     def test_resize_same_host_full_allocations(self):
         flavor1, flavor2 = self._flavors()

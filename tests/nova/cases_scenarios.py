@@ -21,10 +21,11 @@ from nova.tests import fixtures as nova_fixtures
 from nova.tests.functional import integrated_helpers
 from nova.tests.functional.regressions import test_bug_1790204
 
-from tests.nova.harness import PasteConfigMixin, SchedulerExtMixin
+from tests.nova.harness import (Bug1790204Flavors, PasteConfigMixin,
+                                SchedulerExtMixin)
 
 
-class NovaBug1790204(SchedulerExtMixin,
+class NovaBug1790204(SchedulerExtMixin, Bug1790204Flavors,
                      test_bug_1790204.ResizeSameHostDoubledAllocations):
     """nova's own regression test class for bug 1790204 (one
     SmallFakeDriver host: VCPU 2, MEMORY_MB 8192, DISK_GB 1028; flavor
@@ -32,15 +33,6 @@ class NovaBug1790204(SchedulerExtMixin,
     allow_resize_to_same_host), with scheduler-ext's manager. Its own test
     method, which asserts the NoValidHost of the bug, is replaced by ours;
     ``NovaBug1790204Unmodified`` runs it unchanged."""
-
-    def _flavors(self):
-        self.flags(allow_resize_to_same_host=True)
-        body = {"flavor": {"name": "v1r2d1", "ram": 2048, "vcpus": 1,
-                           "disk": 1028}}
-        flavor1 = self.admin_api.post_flavor(body)
-        body["flavor"].update({"name": "v2r2d1", "vcpus": 2})
-        flavor2 = self.admin_api.post_flavor(body)
-        return flavor1, flavor2
 
     def _resized(self):
         flavor1, flavor2 = self._flavors()

@@ -112,3 +112,16 @@ class SchedulerExtMixin(PasteConfigMixin):
     def assertUsage(self, rp_uuid, expected):
         usage = self._get_provider_usages(rp_uuid)
         self.assertEqual({rc: expected.get(rc, 0) for rc in usage}, usage)
+
+
+class Bug1790204Flavors:
+    """nova's bug 1790204 flavors: 1 vCPU / 2048 MB / 1028 GB and the same
+    with 2 vCPU, resizes to the same host allowed."""
+
+    def _flavors(self):
+        self.flags(allow_resize_to_same_host=True)
+        body = {"flavor": {"name": "v1r2d1", "ram": 2048, "vcpus": 1,
+                           "disk": 1028}}
+        flavor1 = self.admin_api.post_flavor(body)
+        body["flavor"].update({"name": "v2r2d1", "vcpus": 2})
+        return flavor1, self.admin_api.post_flavor(body)

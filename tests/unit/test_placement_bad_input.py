@@ -24,7 +24,7 @@ from scheduler_ext.placement.http import HttpPlacement
 from scheduler_ext.placement.model import AllocationWrite, Inventory
 from tests.placement_cases import (
     BAD_INPUT_CASES, CONFLICT_CASES, build_fleet, check_bad_input,
-    check_refused, state)
+    check_missing_provider_write, check_refused, state)
 
 
 @pytest.mark.parametrize("make", [m for _, m in BAD_INPUT_CASES],
@@ -58,25 +58,8 @@ def test_uncreated_custom_class_is_invalid_request_and_changes_nothing():
 
 
 def test_write_naming_missing_provider_changes_no_allocations():
-    """400, no allocation changes; placement keeps the consumer record it
-    created (generation 0, no allocations), so a null generation is then
-    refused."""
-    import uuid
-    p = EmbeddedPlacement()
-    fleet = build_fleet(p)
-    before = state(p, fleet)
-    c = fleet.new_consumer()
-    with pytest.raises(errors.InvalidRequest):
-        p.put_allocations(c, AllocationWrite(
-            {fleet.cn1: {"VCPU": 1}, str(uuid.uuid4()): {"VCPU": 1}},
-            "proj", "user", None))
-    assert state(p, fleet) == dict(before, **{c: p.get_consumer(c)})
-    assert p.get_consumer(c).allocations == {}
-    with pytest.raises(errors.ConcurrentUpdate):
-        p.put_allocations(c, AllocationWrite({fleet.cn1: {"VCPU": 1}},
-                                             "proj", "user", None))
-    p.put_allocations(c, AllocationWrite({fleet.cn1: {"VCPU": 1}},
-                                         "proj", "user", 0))
+    check_missing_provider_write(EmbeddedPlacement())
+
 
 
 def _closed_port() -> int:
