@@ -352,9 +352,10 @@ def run_scale_out(args: argparse.Namespace) -> int:
               f"vs {counts[0]})  claims={r['claims']}  conflicts={r['conflicts']} "
               f"({100 * r['conflict_rate']:.1f}%)  write re-sends="
               f"{r['write_retries']}  no valid host={r['no_valid_host']}  "
-              f"servers={r['servers']}  invariant problems={len(r['problems'])}",
+              f"servers={r['servers']}  invariant problems={len(r['problems'])}  "
+              f"providers overcommitted by placement={len(r['overcommit'])}",
               flush=True)
-        for p in r["problems"][:10]:
+        for p in (r["problems"] + r["overcommit"])[:10]:
             print(f"  {p}")
     if args.json:
         with open(args.json, "w") as f:
