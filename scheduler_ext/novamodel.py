@@ -84,10 +84,6 @@ class NovaModel:
         return ScheduleRequest((server.uuid,), dict(resources),
                                self.project_id, self.user_id, move=move)
 
-    @staticmethod
-    def _root(sel: Selection) -> str:
-        return sel.root
-
     # ---------------------------------------------------------- lifecycle
     def boot(self, flavor: Mapping[str, int], server_uuid: str | None = None) -> Server:
         server_uuid = server_uuid or self._uuid()

@@ -30,8 +30,7 @@ from typing import Iterable, Mapping
 from oslo_log import log as logging
 
 from scheduler_ext import errors
-from scheduler_ext.placement import (AllocationWrite, ConsumerAllocations,
-                                     PlacementClient)
+from scheduler_ext.placement import AllocationWrite, PlacementClient
 from scheduler_ext.placement.client import allocation_totals
 from scheduler_ext.placement.model import SHARING_TRAIT
 
@@ -252,5 +251,4 @@ def audit(client: PlacementClient, instances: Iterable[InstanceState]) -> list[F
     return Reconciler(client).run(instances, apply=False)
 
 
-__all__ = ["Fix", "InstanceState", "MoveState", "Reconciler", "audit",
-           "ConsumerAllocations"]
+__all__ = ["Fix", "InstanceState", "MoveState", "Reconciler", "audit"]
