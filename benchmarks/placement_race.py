@@ -15,8 +15,8 @@ import uuid
 from scheduler_ext import errors
 from scheduler_ext.placement import AllocationWrite, Inventory
 from scheduler_ext.placement.http import HttpPlacement
-from scheduler_ext.placement.postgres import LocalPostgres
-from scheduler_ext.placement.server import LocalPlacement
+from scheduler_ext.lab.postgres import LocalPostgres
+from scheduler_ext.lab.placement_server import LocalPlacement
 
 
 def main() -> None:

@@ -1,14 +1,16 @@
 """The scheduler driver core (nova-free).
 
-``SchedulerDriver`` loads its candidate engine and its move strategy through
-stevedore, by the names in ``[scheduler_ext]``, and answers
-``select_destinations``: for each instance the claimed Selection, then up to
-``max_alternates`` alternates.
+``SchedulerDriver`` loads its candidate source and its move strategy
+through stevedore, by the names in ``[scheduler_ext]``, and answers
+``select_destinations``: for each instance the claimed Selection, then up
+to ``max_alternates`` alternates. A query the source cannot answer exactly
+(``Unsupported``) goes to the ``placement`` source, loaded by name too,
+when the placement client has the allocation-candidates endpoint.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Protocol
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -16,27 +18,31 @@ from stevedore import driver as sd_driver
 
 from scheduler_ext import conf as se_conf
 from scheduler_ext import errors
-from scheduler_ext.placement import PlacementClient
-from scheduler_ext.placement_source import PlacementCandidateSource
-from scheduler_ext.request import ScheduleRequest
-from scheduler_ext.strategy import CandidateSource, Selection
+from scheduler_ext.moves.request import ScheduleRequest, Selection
+from scheduler_ext.placement import CandidatesEndpoint, PlacementClient
+from scheduler_ext.sources.base import CandidateSource, Ranking
 
 LOG = logging.getLogger(__name__)
 
-ENGINE_NAMESPACE = "scheduler_ext.engine"
+DRIVER_NAMESPACE = "scheduler_ext.driver"
+SOURCE_NAMESPACE = "scheduler_ext.engine"
 STRATEGY_NAMESPACE = "scheduler_ext.move_strategy"
+#: The source asked when the configured one cannot answer a query.
+FALLBACK_SOURCE = "placement"
 
 
-def _load(namespace: str, name: str):
+def load_plugin(namespace: str, name: str, option: str) -> Any:
+    """The class registered as ``name`` in the stevedore ``namespace``;
+    ConfigError naming ``option`` if there is none."""
     try:
         return sd_driver.DriverManager(namespace, name).driver
     except (RuntimeError, ImportError) as exc:
-        raise errors.InvalidRequest(
-            f"no {namespace} plugin named {name!r}: {exc}",
-            field=namespace, value=name) from exc
+        raise errors.ConfigError(
+            f"[scheduler_ext] {option} = {name!r}: no such plugin in the "
+            f"{namespace} namespace ({exc})", option=option, value=name) from exc
 
 
-def make_conf(**overrides) -> cfg.ConfigOpts:
+def make_conf(**overrides: Any) -> cfg.ConfigOpts:
     """A private ConfigOpts with our options registered and ``overrides``
     applied to ``[scheduler_ext]`` (for tools and tests)."""
     conf = cfg.ConfigOpts()
@@ -47,6 +53,26 @@ def make_conf(**overrides) -> cfg.ConfigOpts:
     return conf
 
 
+class Driver(Protocol):
+    """What a ``scheduler_ext.driver`` plugin offers (the nova adapter
+    builds one with ``(client, conf)`` and calls this)."""
+
+    client: PlacementClient
+
+    def select_destinations(self, request: ScheduleRequest,
+                            max_alternates: int | None = None,
+                            ranking: Ranking | None = None
+                            ) -> list[list[Selection]]: ...
+
+
+def load_driver(client: PlacementClient, conf: cfg.ConfigOpts) -> Driver:
+    """The driver named by ``[scheduler_ext] driver``, built with
+    ``(client, conf)``."""
+    cls = load_plugin(DRIVER_NAMESPACE, conf.scheduler_ext.driver, "driver")
+    driver: Driver = cls(client, conf)
+    return driver
+
+
 class SchedulerDriver:
     """Choose and claim hosts for ScheduleRequests."""
 
@@ -54,18 +80,19 @@ class SchedulerDriver:
         self.conf = conf or make_conf()
         opts = self.conf.scheduler_ext
         self.client = client
-        engine_cls = _load(ENGINE_NAMESPACE, opts.engine)
-        strategy_cls = _load(STRATEGY_NAMESPACE, opts.move_strategy)
-        self.source = engine_cls(client, self.conf)
+        source_cls = load_plugin(SOURCE_NAMESPACE, opts.engine, "engine")
+        strategy_cls = load_plugin(STRATEGY_NAMESPACE, opts.move_strategy,
+                                   "move_strategy")
+        self.source: CandidateSource = source_cls(client, self.conf)
         self.strategy = self._strategy(strategy_cls, self.source)
-        # queries the engine cannot answer exactly go to placement itself
+        # queries the source cannot answer exactly go to placement itself
         self.fallback = None
-        if not isinstance(self.source, PlacementCandidateSource) and \
-                hasattr(client, "allocation_candidates"):
-            self.fallback = self._strategy(
-                strategy_cls, PlacementCandidateSource(client, self.conf))
+        if opts.engine != FALLBACK_SOURCE and isinstance(client, CandidatesEndpoint):
+            fallback_cls = load_plugin(SOURCE_NAMESPACE, FALLBACK_SOURCE, "engine")
+            self.fallback = self._strategy(strategy_cls,
+                                           fallback_cls(client, self.conf))
 
-    def _strategy(self, strategy_cls, source):
+    def _strategy(self, strategy_cls: Any, source: CandidateSource) -> Any:
         opts = self.conf.scheduler_ext
         return strategy_cls(
             self.client, source, max_alternates=opts.max_alternates,
@@ -77,23 +104,15 @@ class SchedulerDriver:
         """The strategy in use, then the one asking placement (if any)."""
         return [self.strategy] + ([self.fallback] if self.fallback else [])
 
-    def wrap_sources(self, wrap: Callable[[CandidateSource], CandidateSource]
-                     ) -> list[CandidateSource]:
-        """Put ``wrap(source)`` in front of every candidate source, e.g. a
-        layer running nova's host filters and weighers over the engine's
-        candidates; returns the wrappers."""
-        out = []
-        for strategy in self.strategies:
-            strategy.source = wrap(strategy.source)
-            out.append(strategy.source)
-        return out
-
     def select_destinations(self, request: ScheduleRequest,
-                            max_alternates: int | None = None
+                            max_alternates: int | None = None,
+                            ranking: Ranking | None = None
                             ) -> list[list[Selection]]:
         """Claim a host per instance; raises NoValidHost (nothing written)
         or InvalidRequest (nothing written). ``max_alternates`` overrides
-        the configured number for this call."""
+        the configured number for this call; ``ranking`` (nova's host
+        filters and weighers, for instance) filters and orders the
+        candidates of this call."""
         if request.move is not None:
             try:
                 self.client.get_provider(request.move.source_root)
@@ -102,15 +121,13 @@ class SchedulerDriver:
                     f"move.source_root={request.move.source_root!r}: no such "
                     "provider in placement", field="move.source_root",
                     value=request.move.source_root) from None
-        refresh = getattr(self.source, "refresh", None)
-        if refresh is not None:
-            refresh()
+        self.source.refresh()
         try:
-            return self.strategy.select(request, max_alternates)
+            return self.strategy.select(request, max_alternates, ranking)
         except errors.Unsupported as exc:
             if self.fallback is None:
                 raise
             LOG.info("engine cannot answer (%s); asking placement", exc)
-            return self.fallback.select(request, max_alternates)
+            return self.fallback.select(request, max_alternates, ranking)
 
     __call__ = select_destinations

@@ -100,6 +100,16 @@ class PlacementUnavailable(PlacementError):
     status = 503
 
 
+class ConfigError(SchedulerExtError):
+    """A configuration option names something that cannot be used (an
+    unknown plugin, a missing companion option). ``option`` names it."""
+
+    def __init__(self, detail: str, *, option: str, value: Any = None):
+        super().__init__(detail)
+        self.option = option
+        self.value = value
+
+
 class NoValidHost(SchedulerExtError):
     """No host could be claimed for the request; nothing was written."""
 

@@ -1,6 +1,7 @@
 """The numpy candidate engine: placement's allocation candidates, fast.
 
-* ``CandidateRequest`` -- the query (one unsuffixed group, microversion 1.39);
+It answers a ``scheduler_ext.placement.query.CandidateRequest``.
+
 * ``CapacityIndex`` -- the in-memory index built from a ``FleetSnapshot``
   (or a ``ColumnarFleet``), kept fresh by ``apply``/``refresh_provider``;
   ``candidates()`` answers like ``GET /allocation_candidates``;
@@ -8,11 +9,10 @@
 * ``Weigher`` -- nova-style RAM/CPU/disk weighing of the fitting roots.
 """
 
-from scheduler_ext.engine.columnar import ColumnarFleet, InventoryColumns
+from scheduler_ext.engine.fleet_arrays import ColumnarFleet, InventoryColumns
 from scheduler_ext.engine.fit import Choice, Fit
 from scheduler_ext.engine.index import CapacityIndex
-from scheduler_ext.engine.request import CandidateRequest
 from scheduler_ext.engine.weigh import Weigher
 
-__all__ = ["CandidateRequest", "CapacityIndex", "Choice", "ColumnarFleet", "Fit",
+__all__ = ["CapacityIndex", "Choice", "ColumnarFleet", "Fit",
            "InventoryColumns", "Weigher"]

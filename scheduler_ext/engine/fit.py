@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Mapping
 import numpy as np
 
 from scheduler_ext.engine import weigh as weighing
-from scheduler_ext.engine.request import CandidateRequest
+from scheduler_ext.placement.query import CandidateRequest
 
 if TYPE_CHECKING:  # pragma: no cover
     from scheduler_ext.engine.index import CapacityIndex
@@ -58,14 +58,14 @@ class Fit:
     def uuids(self, positions: np.ndarray | None = None) -> list[str]:
         """Root uuids (all, or at ``positions``)."""
         rows = self.rows if positions is None else self.rows[positions]
-        u = self.index._uuids
+        u = self.index.uuids
         return [u[r] for r in rows.tolist()]
 
     def free(self, rc: str) -> np.ndarray:
         """int64 free units of ``rc`` per root: at the supplying provider
         when the request names ``rc``, else at the root (0 if it has none)."""
         rows = self.sources.get(rc, self.rows)
-        col = self.index._cols.get(rc)
+        col = self.index.columns.get(rc)
         if col is None:
             return np.zeros(len(rows), np.int64)
         out = col.gather("free", rows)
@@ -76,7 +76,7 @@ class Fit:
 
     def allocation_request(self, i: int) -> dict:
         """The allocation request picked for root ``rows[i]``."""
-        u = self.index._uuids
+        u = self.index.uuids
         allocs: dict[str, dict] = {}
         for rc, amount in self.request.resources.items():
             rp = u[int(self.sources[rc][i])]
@@ -88,7 +88,7 @@ class Fit:
         positions = np.asarray(positions, np.int64)
         rows = np.concatenate([self.rows[positions]]
                               + [s[positions] for s in self.sources.values()])
-        with self.index._lock:
+        with self.index.lock:
             return self.index.provider_summaries(rows, self.released)
 
     def best(self, k: int = 1, *, weigher: weighing.Weigher | None = None,
@@ -103,9 +103,9 @@ class Fit:
             weights = np.zeros(len(self.rows))
         else:
             weights = weigher.weigh(self.free, len(self.rows))
-        order = weighing.top_k(weights, self.index._hi, self.index._lo,
+        order = weighing.top_k(weights, self.index.key_hi, self.index.key_lo,
                                max(k, host_subset_size), rows=self.rows)
         order = weighing.subset_first(order, host_subset_size, rng)[:k]
-        u = self.index._uuids
+        u = self.index.uuids
         return [Choice(u[int(self.rows[i])], float(weights[i]),
                        self.allocation_request(int(i))) for i in order.tolist()]

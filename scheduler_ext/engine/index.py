@@ -29,25 +29,18 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from scheduler_ext.engine import candidates as cand
-from scheduler_ext.engine.columnar import ColumnarFleet
-from scheduler_ext.engine.columns import Column, summary_capacity
+from scheduler_ext.engine import summaries
+from scheduler_ext.engine.columns import Column
+from scheduler_ext.engine.enumeration import Enumerator
 from scheduler_ext.engine.fit import Choice, Fit
+from scheduler_ext.engine.fleet_arrays import ColumnarFleet
+from scheduler_ext.engine.keys import uuid_keys
 from scheduler_ext.engine.membership import AggregateSets, TraitBits
-from scheduler_ext.engine.request import CandidateRequest
 from scheduler_ext.engine.solver import Solver
-from scheduler_ext.placement.model import SHARING_TRAIT
 from scheduler_ext.engine.weigh import Weigher
-from scheduler_ext.placement import validation
-from scheduler_ext.placement.model import FleetSnapshot, ProviderRecord
-
-_HEX = np.full(256, 0, np.uint64)
-for _i, _c in enumerate(b"0123456789abcdef"):
-    _HEX[_c] = _i
-for _i, _c in enumerate(b"ABCDEF"):
-    _HEX[_c] = 10 + _i
-_NO_DASH = np.array([i for i in range(36) if i not in (8, 13, 18, 23)])
-_SHIFTS = np.arange(60, -4, -4, dtype=np.uint64)
+from scheduler_ext.placement import allocations, validation
+from scheduler_ext.placement.model import SHARING_TRAIT, FleetSnapshot, ProviderRecord
+from scheduler_ext.placement.query import CandidateRequest
 
 #: Allocations accepted by ``apply`` and ``released``: ``{rp: {rc: n}}``,
 #: or placement's body shapes ``{rp: {"resources": {rc: n}}}`` and
@@ -55,41 +48,17 @@ _SHIFTS = np.arange(60, -4, -4, dtype=np.uint64)
 AllocationsLike = Any
 
 
-def uuid_keys(uuids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(high, low) 64-bit halves of each canonical uuid: comparing
-    ``(high, low)`` orders rows as their lower-case uuid strings."""
-    if not len(uuids):
-        return np.zeros(0, np.uint64), np.zeros(0, np.uint64)
-    raw = np.frombuffer("".join(uuids).encode("ascii"), np.uint8)
-    nib = _HEX[raw.reshape(len(uuids), 36)[:, _NO_DASH]]
-    hi = np.bitwise_or.reduce(nib[:, :16] << _SHIFTS, axis=1)
-    lo = np.bitwise_or.reduce(nib[:, 16:] << _SHIFTS, axis=1)
-    return hi, lo
-
-
-def allocation_list(value: AllocationsLike, field: str) -> list[dict[str, dict[str, int]]]:
-    """Normalize ``AllocationsLike`` into validated ``{rp: {rc: n}}`` dicts."""
-    if value is None:
-        return []
-    items = value if isinstance(value, (list, tuple)) else [value]
-    out = []
-    for item in items:
-        if not isinstance(item, Mapping):
-            raise validation.bad(field, item, "must be a mapping of provider to resources")
-        if isinstance(item.get("allocations"), Mapping):
-            item = item["allocations"]
-        plain = {rp: (res["resources"] if isinstance(res, Mapping)
-                      and isinstance(res.get("resources"), Mapping) else res)
-                 for rp, res in item.items()}
-        out.append(validation.allocations(plain, field))
-    return out
-
-
-class CapacityIndex(Solver):
+class CapacityIndex:
     """Vectorized allocation candidates over a snapshot of placement.
 
-    Thread-safe (one lock). Build with ``from_snapshot`` or
-    ``from_columnar``. ``single_precision_ratio=True`` mirrors a MySQL /
+    Thread-safe (``lock``). Build with ``from_snapshot`` or
+    ``from_columnar``. The row storage is public for the engine's readers
+    (``Solver``, ``Enumerator``, ``Fit``, the summaries), which hold
+    ``lock`` and never write it: ``n_rows`` rows, ``uuids[row]``,
+    ``row_of[uuid]``, ``generations``, ``alive``, ``key_hi``/``key_lo``
+    (uuid order), ``columns[rc]``, ``traits``, ``aggregates``,
+    ``sharing_set`` (rows) and ``tree`` (row -> (parent, root) of nested
+    rows). ``single_precision_ratio=True`` mirrors a MySQL /
     MariaDB placement whose FLOAT column rounds allocation ratios to
     float32 in the SQL filter. Resource classes held by fewer than
     ``dense_threshold`` of the providers are stored sparse.
@@ -99,21 +68,21 @@ class CapacityIndex(Solver):
                  dense_threshold: float = 0.25):
         self.single_precision_ratio = single_precision_ratio
         self.dense_threshold = dense_threshold
-        self._lock = threading.RLock()
-        self._n = 0
+        self.lock = threading.RLock()
+        self.n_rows = 0
         self._cap = 0
-        self._uuids: list[str] = []
-        self._row_of: dict[str, int] = {}
-        self._gen = np.zeros(0, np.int64)
-        self._alive = np.zeros(0, bool)
-        self._hi = np.zeros(0, np.uint64)
-        self._lo = np.zeros(0, np.uint64)
-        self._tree: dict[int, tuple[str | None, str]] = {}  # nested rows
-        self._cols: dict[str, Column] = {}
-        self._traits = TraitBits()
-        self._aggs = AggregateSets()
-        self._sharing: set[int] = set()
-        self._sh_cache: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.uuids: list[str] = []
+        self.row_of: dict[str, int] = {}
+        self.generations = np.zeros(0, np.int64)
+        self.alive = np.zeros(0, bool)
+        self.key_hi = np.zeros(0, np.uint64)
+        self.key_lo = np.zeros(0, np.uint64)
+        self.tree: dict[int, tuple[str | None, str]] = {}  # nested rows
+        self.columns: dict[str, Column] = {}
+        self.traits = TraitBits()
+        self.aggregates = AggregateSets()
+        self.sharing_set: set[int] = set()
+        self.solver = Solver(self)
 
     # ------------------------------------------------------------ building
     @classmethod
@@ -127,15 +96,15 @@ class CapacityIndex(Solver):
         idx = cls(**kwargs)
         n = len(fleet)
         idx._reserve(n, exact=True)
-        idx._n = n
-        idx._uuids = [validation.uuid(u, "uuid") if len(u) != 36 or u.lower() != u
+        idx.n_rows = n
+        idx.uuids = [validation.uuid(u, "uuid") if len(u) != 36 or u.lower() != u
                       else u for u in fleet.uuids]
-        idx._row_of = {u: i for i, u in enumerate(idx._uuids)}
-        if len(idx._row_of) != n:
+        idx.row_of = {u: i for i, u in enumerate(idx.uuids)}
+        if len(idx.row_of) != n:
             raise validation.bad("uuids", "duplicates", "provider uuids must be distinct")
-        idx._gen[:n] = fleet.generations
-        idx._alive[:n] = True
-        idx._hi[:n], idx._lo[:n] = uuid_keys(idx._uuids)
+        idx.generations[:n] = fleet.generations
+        idx.alive[:n] = True
+        idx.key_hi[:n], idx.key_lo[:n] = uuid_keys(idx.uuids)
         for rc, ic in fleet.inventories.items():
             validation.resource_class(rc)
             dense = len(ic.rows) >= idx.dense_threshold * n
@@ -143,16 +112,16 @@ class CapacityIndex(Solver):
                          single_precision=idx.single_precision_ratio)
             col.load(ic.rows, ic.total, ic.reserved, ic.min_unit, ic.max_unit,
                      ic.step_size, ic.allocation_ratio, ic.used)
-            idx._cols[rc] = col
-        idx._traits.load(fleet.trait_set_of, fleet.trait_sets)
-        idx._aggs.load(fleet.aggregate_set_of,
+            idx.columns[rc] = col
+        idx.traits.load(fleet.trait_set_of, fleet.trait_sets)
+        idx.aggregates.load(fleet.aggregate_set_of,
                        [frozenset(a.lower() for a in s) for s in fleet.aggregate_sets])
-        idx._sharing = set(np.flatnonzero(
-            idx._traits.any_of([SHARING_TRAIT], n)).tolist())
+        idx.sharing_set = set(np.flatnonzero(
+            idx.traits.any_of([SHARING_TRAIT], n)).tolist())
         if fleet.parents is not None:
             for row, parent in enumerate(fleet.parents):
                 if parent:
-                    idx._tree[row] = (parent, fleet.roots[row])
+                    idx.tree[row] = (parent, fleet.roots[row])
         return idx
 
     def _reserve(self, size: int, exact: bool = False) -> None:
@@ -165,46 +134,46 @@ class CapacityIndex(Solver):
             new[:len(a)] = a
             return new
 
-        self._gen, self._alive = grow(self._gen), grow(self._alive)
-        self._hi, self._lo = grow(self._hi), grow(self._lo)
-        for col in self._cols.values():
+        self.generations, self.alive = grow(self.generations), grow(self.alive)
+        self.key_hi, self.key_lo = grow(self.key_hi), grow(self.key_lo)
+        for col in self.columns.values():
             col.grow(cap)
-        self._traits.grow(cap)
-        self._aggs.grow(cap)
+        self.traits.grow(cap)
+        self.aggregates.grow(cap)
         self._cap = cap
 
     # ---------------------------------------------------------- inspection
     def __len__(self) -> int:
         """Live providers."""
-        return int(self._alive[:self._n].sum())
+        return int(self.alive[:self.n_rows].sum())
 
     @property
     def resource_classes(self) -> list[str]:
-        return sorted(self._cols)
+        return sorted(self.columns)
 
     def generation(self, rp_uuid: str) -> int | None:
         """The generation last indexed for ``rp_uuid`` (None if unknown)."""
-        row = self._row_of.get(rp_uuid)
-        return None if row is None or not self._alive[row] else int(self._gen[row])
+        row = self.row_of.get(rp_uuid)
+        return None if row is None or not self.alive[row] else int(self.generations[row])
 
     def usage(self, rp_uuid: str) -> dict[str, int]:
         """Indexed usage per class held by ``rp_uuid`` (units)."""
-        with self._lock:
-            row = self._row_of.get(rp_uuid)
-            if row is None or not self._alive[row]:
+        with self.lock:
+            row = self.row_of.get(rp_uuid)
+            if row is None or not self.alive[row]:
                 return {}
-            return {rc: s[1] for rc, col in self._cols.items()
+            return {rc: s[1] for rc, col in self.columns.items()
                     if (s := col.summary(row)) is not None}
 
     def memory(self) -> dict[str, float]:
         """Bytes held in numpy arrays, and the per-provider-per-class figure
         (column bytes / (providers x classes))."""
-        cols = sum(c.nbytes for c in self._cols.values())
-        rows = sum(a.nbytes for a in (self._gen, self._alive, self._hi, self._lo))
-        per = cols / max(1, self._n * max(1, len(self._cols)))
-        return {"columns": cols, "rows": rows, "traits": self._traits.nbytes,
-                "aggregates": self._aggs.nbytes,
-                "total": cols + rows + self._traits.nbytes + self._aggs.nbytes,
+        cols = sum(c.nbytes for c in self.columns.values())
+        rows = sum(a.nbytes for a in (self.generations, self.alive, self.key_hi, self.key_lo))
+        per = cols / max(1, self.n_rows * max(1, len(self.columns)))
+        return {"columns": cols, "rows": rows, "traits": self.traits.nbytes,
+                "aggregates": self.aggregates.nbytes,
+                "total": cols + rows + self.traits.nbytes + self.aggregates.nbytes,
                 "bytes_per_provider_per_class": per}
 
     # ------------------------------------------------------------- updates
@@ -216,14 +185,14 @@ class CapacityIndex(Solver):
         """
         if sign not in (1, -1):
             raise validation.bad("sign", sign, "must be 1 or -1")
-        lists = allocation_list(allocs, "allocations")
+        lists = allocations.normalized_list(allocs, "allocations")
         missing = []
-        with self._lock:
+        with self.lock:
             for allocs_ in lists:
                 for rp, res in allocs_.items():
-                    row = self._row_of.get(rp)
+                    row = self.row_of.get(rp)
                     for rc, n in res.items():
-                        col = self._cols.get(rc)
+                        col = self.columns.get(rc)
                         if row is None or col is None or not col.add_used(row, sign * n):
                             missing.append((rp, rc))
         return missing
@@ -233,15 +202,15 @@ class CapacityIndex(Solver):
         (placement's usage aggregate); what is not listed is unused.
         Unknown providers and classes are ignored. O(rows + providers)."""
         by_rc: dict[str, tuple[list[int], list[int]]] = {}
-        with self._lock:
-            row_of = self._row_of
+        with self.lock:
+            row_of = self.row_of
             for u, rc, used in entries:
                 row = row_of.get(u)
                 if row is not None:
                     rows, vals = by_rc.setdefault(rc, ([], []))
                     rows.append(row)
                     vals.append(used)
-            for rc, col in self._cols.items():
+            for rc, col in self.columns.items():
                 rows, vals = by_rc.get(rc, ([], []))
                 col.replace_used(np.array(rows, np.int64), np.array(vals, np.int64))
 
@@ -256,11 +225,11 @@ class CapacityIndex(Solver):
         """
         if not isinstance(record, ProviderRecord):
             raise validation.bad("record", record, "must be a ProviderRecord")
-        with self._lock:
+        with self.lock:
             uuid = record.provider.uuid
-            row = self._row_of.get(uuid)
-            if row is not None and self._alive[row] \
-                    and self._gen[row] == record.provider.generation:
+            row = self.row_of.get(uuid)
+            if row is not None and self.alive[row] \
+                    and self.generations[row] == record.provider.generation:
                 return self._refresh_usage(row, record)
             if row is None:
                 uuid = validation.uuid(uuid, "uuid")
@@ -271,7 +240,7 @@ class CapacityIndex(Solver):
     def _refresh_usage(self, row: int, rec: ProviderRecord) -> bool:
         changed = False
         for rc in rec.inventories:
-            col = self._cols.get(rc)
+            col = self.columns.get(rc)
             held = col.summary(row) if col is not None else None
             if held is None:  # inventory differs at the same generation
                 self._write(row, rec)
@@ -284,74 +253,74 @@ class CapacityIndex(Solver):
 
     def remove_provider(self, rp_uuid: str) -> bool:
         """Forget a deleted provider (its row stays, empty). True if it was live."""
-        with self._lock:
-            row = self._row_of.get(rp_uuid)
-            if row is None or not self._alive[row]:
+        with self.lock:
+            row = self.row_of.get(rp_uuid)
+            if row is None or not self.alive[row]:
                 return False
-            for col in self._cols.values():
+            for col in self.columns.values():
                 col.set(row, None, 0)
-            self._traits.set_row(row, ())
-            self._aggs.set_row(row, ())
-            if row in self._sharing:
-                self._sharing.discard(row)
-                self._sh_cache = None
-            self._tree.pop(row, None)
-            self._alive[row] = False
+            self.traits.set_row(row, ())
+            self.aggregates.set_row(row, ())
+            if row in self.sharing_set:
+                self.sharing_set.discard(row)
+                self.solver.forget_sharing()
+            self.tree.pop(row, None)
+            self.alive[row] = False
             return True
 
     def sync(self, snapshot: FleetSnapshot) -> tuple[int, int]:
         """Refresh every record by generation and remove providers the
         snapshot lacks. Returns (rows written, rows removed)."""
-        with self._lock:
+        with self.lock:
             changed = sum(self.refresh_provider(r) for r in snapshot.providers)
             seen = {r.provider.uuid for r in snapshot.providers}
-            gone = [u for u, row in self._row_of.items()
-                    if self._alive[row] and u not in seen]
+            gone = [u for u, row in self.row_of.items()
+                    if self.alive[row] and u not in seen]
             for u in gone:
                 self.remove_provider(u)
             return changed, len(gone)
 
     def _append(self, uuid: str) -> int:
-        row = self._n
+        row = self.n_rows
         self._reserve(row + 1)
-        self._n += 1
-        self._uuids.append(uuid)
-        self._row_of[uuid] = row
+        self.n_rows += 1
+        self.uuids.append(uuid)
+        self.row_of[uuid] = row
         hi, lo = uuid_keys([uuid])
-        self._hi[row], self._lo[row] = hi[0], lo[0]
+        self.key_hi[row], self.key_lo[row] = hi[0], lo[0]
         return row
 
     def _write(self, row: int, rec: ProviderRecord) -> None:
         invs = rec.inventories
         for rc in invs:
-            if rc not in self._cols:
+            if rc not in self.columns:
                 validation.resource_class(rc)
-                self._cols[rc] = Column(rc, self._cap, sparse=True,
+                self.columns[rc] = Column(rc, self._cap, sparse=True,
                                         single_precision=self.single_precision_ratio)
-        for rc, col in self._cols.items():
+        for rc, col in self.columns.items():
             inv = invs.get(rc)
             if inv is None and col.pos(row) < 0:
                 continue
             col.set(row, inv, int(rec.usages.get(rc, 0)))
-            if col.sparse and col.count > self.dense_threshold * self._n:
+            if col.sparse and col.count > self.dense_threshold * self.n_rows:
                 col.densify(self._cap)
-        self._traits.set_row(row, rec.traits)
-        was = row in self._sharing
+        self.traits.set_row(row, rec.traits)
+        was = row in self.sharing_set
         now = SHARING_TRAIT in rec.traits
-        changed = self._aggs.set_row(row, (a.lower() for a in rec.aggregates))
+        changed = self.aggregates.set_row(row, (a.lower() for a in rec.aggregates))
         if now:
-            self._sharing.add(row)
+            self.sharing_set.add(row)
         else:
-            self._sharing.discard(row)
+            self.sharing_set.discard(row)
         if was != now or (now and changed):
-            self._sh_cache = None
+            self.solver.forget_sharing()
         parent = rec.provider.parent_provider_uuid
         if parent:
-            self._tree[row] = (parent, rec.provider.root_provider_uuid)
+            self.tree[row] = (parent, rec.provider.root_provider_uuid)
         else:
-            self._tree.pop(row, None)
-        self._gen[row] = rec.provider.generation
-        self._alive[row] = True
+            self.tree.pop(row, None)
+        self.generations[row] = rec.provider.generation
+        self.alive[row] = True
 
     # ----------------------------------------------------------- released
     @contextlib.contextmanager
@@ -360,23 +329,23 @@ class CapacityIndex(Solver):
         Providers or classes the index lacks are ignored (nothing to free).
         Yields ``{(row, rc): units}`` of what was subtracted."""
         overlay: dict[tuple[int, str], int] = {}
-        for allocs in allocation_list(released, "released"):
+        for allocs in allocations.normalized_list(released, "released"):
             for rp, res in allocs.items():
-                row = self._row_of.get(rp)
+                row = self.row_of.get(rp)
                 for rc, n in res.items():
-                    col = self._cols.get(rc)
+                    col = self.columns.get(rc)
                     if row is None or col is None or col.summary(row) is None:
                         continue
                     overlay[(row, rc)] = overlay.get((row, rc), 0) + n
         done: list[tuple[int, str, int]] = []
         try:
             for (row, rc), n in overlay.items():
-                self._cols[rc].add_used(row, -n)
+                self.columns[rc].add_used(row, -n)
                 done.append((row, rc, n))
             yield overlay
         finally:
             for row, rc, n in done:
-                self._cols[rc].add_used(row, n)
+                self.columns[rc].add_used(row, n)
 
     def fit(self, request: CandidateRequest, released: AllocationsLike = None, *,
             include_sharing_roots: bool = False) -> Fit:
@@ -389,12 +358,12 @@ class CapacityIndex(Solver):
         ``include_sharing_roots`` (they are no compute hosts).
         ``request.limit``/``randomize`` do not apply here (see ``Fit.best``).
         """
-        with self._lock, self._released(released) as overlay:
-            ev = self._evaluate(request)
-            if not include_sharing_roots and self._sharing:
+        with self.lock, self._released(released) as overlay:
+            ev = self.solver.evaluate(request)
+            if not include_sharing_roots and self.sharing_set:
                 ev.pre = ev.pre.copy()
-                ev.pre[self._sharing_rows()] = False
-            rows, sources = self._solve(ev)
+                ev.pre[self.solver.sharing_rows()] = False
+            rows, sources = self.solver.solve(ev)
             return Fit(self, request, rows, sources, dict(overlay))
 
     def select(self, request: CandidateRequest, released: AllocationsLike = None, *,
@@ -418,41 +387,13 @@ class CapacityIndex(Solver):
         ``rng`` (a ``random.Random`` or a seed). O(candidates) in Python:
         a scheduler wants ``fit``/``select``.
         """
-        with self._lock, self._released(released):
-            ev = self._evaluate(request)
-            return cand.Enumerator(self, ev).placement_answer(rng)
+        with self.lock, self._released(released):
+            ev = self.solver.evaluate(request)
+            return Enumerator(self, self.solver, ev).placement_answer(rng)
 
-    # ------------------------------------------------------------ summaries
     def provider_summaries(self, rows: Sequence[int] | np.ndarray,
                            overlay: Mapping[tuple[int, str], int] | None = None
                            ) -> dict[str, dict]:
-        """Placement's ``provider_summaries`` (1.39 shape) for ``rows``:
-        capacity ``int((total - reserved) * ratio)`` and used for every
-        class the provider holds, traits, parent and root uuid. ``overlay``
-        (``{(row, rc): units}``) is subtracted from used (released usage)."""
-        rows = np.unique(np.asarray(rows, np.int64))
-        out: dict[str, dict] = {}
-        res_of: list[dict] = []
-        for r in rows.tolist():
-            parent, root = self._tree.get(r, (None, self._uuids[r]))
-            res: dict[str, dict] = {}
-            res_of.append(res)
-            out[self._uuids[r]] = {
-                "resources": res, "traits": sorted(self._traits.names[r]),
-                "parent_provider_uuid": parent, "root_provider_uuid": root}
-        for rc in sorted(self._cols):
-            col = self._cols[rc]
-            total = col.gather("total", rows)
-            present = np.flatnonzero(total > 0)
-            if not len(present):
-                continue
-            sel = rows[present]
-            cap = summary_capacity(total[present], col.gather("reserved", sel),
-                                   col.gather("ratio", sel, 1))
-            used = col.gather("used", sel)
-            for i, c, u, r in zip(present.tolist(), cap.tolist(), used.tolist(),
-                                  sel.tolist()):
-                if overlay:
-                    u -= overlay.get((r, rc), 0)
-                res_of[i][rc] = {"capacity": c, "used": u}
-        return out
+        """Placement's ``provider_summaries`` for ``rows``; see
+        ``summaries.provider_summaries``."""
+        return summaries.provider_summaries(self, rows, overlay)

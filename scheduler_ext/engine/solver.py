@@ -1,32 +1,39 @@
-"""Which anchor roots fit a query, vectorized (``CapacityIndex``'s half
-that reads): the masks of placement-semantics.md section 2 and the choice
-of one candidate per root.
+"""Which anchor roots fit a query, vectorized: the masks of
+placement-semantics.md section 2 and the choice of one candidate per root.
 
-``Solver`` is a mixin over ``CapacityIndex``'s storage (``_cols``,
-``_traits``, ``_aggs``, ``_sharing``, ``_hi``/``_lo``, ``_n``).
+``Solver`` is ``CapacityIndex``'s collaborator for reading: it works on the
+index's public row storage (``columns``, ``traits``, ``aggregates``,
+``sharing_set``, ``key_hi``/``key_lo``, ``n_rows``) and never writes it.
+The caller holds the index lock.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from scheduler_ext import errors
-from scheduler_ext.engine import candidates as cand
-from scheduler_ext.engine.request import CandidateRequest
 from scheduler_ext.placement import validation
+from scheduler_ext.placement.query import CandidateRequest
+
+if TYPE_CHECKING:  # pragma: no cover
+    from scheduler_ext.engine.index import CapacityIndex
 
 #: Above this many (local/sharing x trait-mask) choice combinations the
 #: fast path falls back to exact per-root enumeration.
 MAX_COMBINATIONS = 256
 _BIG = np.iinfo(np.int64).max
 
+#: Root rows ascending, and per class the supplying row of each root.
+Solution = tuple[np.ndarray, dict[str, np.ndarray]]
+
 
 @dataclasses.dataclass
-class _Eval:
-    """Per-query masks over provider rows ``< n`` (see ``_evaluate``)."""
+class Evaluation:
+    """Per-query masks over provider rows ``< n`` (see ``Solver.evaluate``)."""
 
     request: CandidateRequest
     n: int
@@ -38,52 +45,63 @@ class _Eval:
 
 
 class Solver:
-    """Query evaluation over the index's arrays (see module docstring)."""
+    """Query evaluation over one index's arrays (see module docstring)."""
+
+    def __init__(self, index: "CapacityIndex"):
+        self.ix = index
+        self._sharing: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     # -------------------------------------------------------------- sharing
-    def _sharing_rows(self) -> np.ndarray:
-        return self._sharing_cache()[0]
+    def forget_sharing(self) -> None:
+        """The sharing providers or their aggregates changed."""
+        self._sharing = None
 
-    def _sharing_cache(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def sharing_rows(self) -> np.ndarray:
+        """Sorted rows of the sharing providers."""
+        return self._sharing_entries()[0]
+
+    def _sharing_entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(sorted sharing rows, entry -> index into them, entry -> aggregate)."""
-        if self._sh_cache is None:
-            rows = np.array(sorted(self._sharing), np.int64)
+        if self._sharing is None:
+            rows = np.array(sorted(self.ix.sharing_set), np.int64)
             pos, agg = [], []
             for i, r in enumerate(rows.tolist()):
-                for a in self._aggs.sets[r]:
+                for a in self.ix.aggregates.sets[r]:
                     pos.append(i)
                     agg.append(a)
-            self._sh_cache = (rows, np.array(pos, np.int64), np.array(agg, np.int64))
-        return self._sh_cache
+            self._sharing = (rows, np.array(pos, np.int64), np.array(agg, np.int64))
+        return self._sharing
 
-    def _preference(self, rows: np.ndarray, rc: str) -> np.ndarray:
+    def preference(self, rows: np.ndarray, rc: str) -> np.ndarray:
         """``rows`` ordered best first for supplying ``rc``: most free units,
         then uuid."""
-        free = self._cols[rc].gather("free", rows)
-        return rows[np.lexsort((self._lo[rows], self._hi[rows], -free))]
+        ix = self.ix
+        free = ix.columns[rc].gather("free", rows)
+        return rows[np.lexsort((ix.key_lo[rows], ix.key_hi[rows], -free))]
 
     def _best_reachable(self, supply: np.ndarray, rc: str,
                         rows: np.ndarray) -> np.ndarray:
-        """int64 per entry of ``rows``: the best (``_preference``) row of
+        """int64 per entry of ``rows``: the best (``preference``) row of
         the sharing rows ``supply`` that shares an aggregate with it, -1 if
         none. Rows in one aggregate (most) cost one gather; rows in several
         go through their aggregate entries."""
         out = np.full(len(rows), -1, np.int64)
         if not len(supply) or not len(rows):
             return out
-        ranked = self._preference(supply, rc)
-        sharing, ent_pos, ent_agg = self._sharing_cache()
+        aggs_of = self.ix.aggregates
+        ranked = self.preference(supply, rc)
+        sharing, ent_pos, ent_agg = self._sharing_entries()
         rank_by_pos = np.full(len(sharing), _BIG, np.int64)
         rank_by_pos[np.searchsorted(sharing, ranked)] = np.arange(len(ranked))
         ent_rank = rank_by_pos[ent_pos]
         live = ent_rank < _BIG
-        agg_best = np.full(len(self._aggs.uuids), _BIG, np.int64)  # id 0: none
+        agg_best = np.full(len(aggs_of.uuids), _BIG, np.int64)  # id 0: none
         np.minimum.at(agg_best, ent_agg[live], ent_rank[live])
-        single = self._aggs.single[rows]
+        single = aggs_of.single[rows]
         best = agg_best[np.maximum(single, 0)]
         multi = np.flatnonzero(single < 0)
         if len(multi):
-            which, aggs = self._aggs.entries_of(rows[multi])
+            which, aggs = aggs_of.entries_of(rows[multi])
             worst = np.full(len(multi), _BIG, np.int64)
             np.minimum.at(worst, which, agg_best[aggs])
             best[multi] = worst
@@ -91,8 +109,8 @@ class Solver:
         out[found] = ranked[best[found]]
         return out
 
-    # ------------------------------------------------------------- queries
-    def _evaluate(self, request: CandidateRequest) -> _Eval:
+    # ------------------------------------------------------------ evaluate
+    def evaluate(self, request: CandidateRequest) -> Evaluation:
         """Masks of the providers that may supply each class and of the
         anchors still possible (placement-semantics.md section 2):
 
@@ -105,141 +123,130 @@ class Solver:
         """
         if not isinstance(request, CandidateRequest):
             raise validation.bad("request", request, "must be a CandidateRequest")
-        if self._tree:
-            row, (parent, _) = next(iter(self._tree.items()))
+        ix = self.ix
+        if ix.tree:
+            row, (parent, _) = next(iter(ix.tree.items()))
             raise errors.Unsupported(
-                f"the fleet holds nested providers ({self._uuids[row]} is a "
+                f"the fleet holds nested providers ({ix.uuids[row]} is a "
                 f"child of {parent}); ask placement")
         groups = request.trait_groups
         if len(groups) > 64:
             raise errors.Unsupported("more than 64 required trait groups")
-        n = self._n
-        prov: np.ndarray | None = None  # None: no provider filter
-        anchor: np.ndarray | None = None
-
-        def narrow(base: np.ndarray | None, mask: np.ndarray) -> np.ndarray:
-            return mask if base is None else base & mask
-
-        if request.forbidden:
-            prov = narrow(prov, ~self._traits.any_of(request.forbidden, n))
-        for aggs in request.member_of:
-            prov = narrow(prov, self._aggs.member_mask(aggs, n))
-        if request.forbidden_aggregates:
-            ok = ~self._aggs.member_mask(request.forbidden_aggregates, n)
-            prov, anchor = narrow(prov, ok), narrow(anchor, ok)
-        if request.root_required:
-            anchor = narrow(anchor, self._traits.all_of(request.root_required, n))
-        if request.root_forbidden:
-            anchor = narrow(anchor, ~self._traits.any_of(request.root_forbidden, n))
-        sharing = self._sharing_rows()
+        n = ix.n_rows
+        prov, anchor = self._filters(request, n)
+        sharing = self.sharing_rows()
         if request.in_tree:
             tree = np.zeros(n, bool)
-            row = self._row_of.get(request.in_tree)
-            if row is not None and self._alive[row]:
+            row = ix.row_of.get(request.in_tree)
+            if row is not None and ix.alive[row]:
                 tree[row] = True
-            prov, anchor = narrow(prov, tree), narrow(anchor, tree)
+            prov, anchor = _narrow(prov, tree), _narrow(anchor, tree)
             sharing = sharing[:0]
         rcs = list(request.resources)
         local, shared = {}, {}
         pre = anchor
         for rc, amount in request.resources.items():
-            col = self._cols.get(rc)
+            col = ix.columns.get(rc)
             fit = col.fit_mask(amount, n) if col else np.zeros(n, bool)
             local[rc] = fit if prov is None else fit & prov
             shared[rc] = sharing[local[rc][sharing]] if len(sharing) else sharing
         for rc in rcs:
             if not len(shared[rc]):
-                pre = narrow(pre, local[rc])
+                pre = _narrow(pre, local[rc])
         if pre is None:
             pre = np.ones(n, bool)
-        return _Eval(request, n, rcs, local, shared, pre, groups)
+        return Evaluation(request, n, rcs, local, shared, pre, groups)
 
-    def _solve(self, ev: _Eval) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    def _filters(self, request: CandidateRequest, n: int
+                 ) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """(supplier mask, anchor mask) of the trait and aggregate filters;
+        None where a side is not filtered."""
+        traits, aggs = self.ix.traits, self.ix.aggregates
+        prov: np.ndarray | None = None
+        anchor: np.ndarray | None = None
+        if request.forbidden:
+            prov = _narrow(prov, ~traits.any_of(request.forbidden, n))
+        for agg_list in request.member_of:
+            prov = _narrow(prov, aggs.member_mask(agg_list, n))
+        if request.forbidden_aggregates:
+            ok = ~aggs.member_mask(request.forbidden_aggregates, n)
+            prov, anchor = _narrow(prov, ok), _narrow(anchor, ok)
+        if request.root_required:
+            anchor = _narrow(anchor, traits.all_of(request.root_required, n))
+        if request.root_forbidden:
+            anchor = _narrow(anchor, ~traits.any_of(request.root_forbidden, n))
+        return prov, anchor
+
+    # --------------------------------------------------------------- solve
+    def solve(self, ev: Evaluation) -> Solution:
         """Every anchor root with at least one candidate, and one candidate
         each: (root rows ascending, {rc: supplying row per root}).
 
         The candidate preferred is the first of: all local, then sharing
         suppliers (grouped by which required-trait groups they meet, the
-        best supplier per group by ``_preference``), in product order.
+        best supplier per group by ``preference``), in product order.
         """
-        rcs, k = ev.rcs, len(ev.groups)
         r0 = np.flatnonzero(ev.pre)
-        sharing_rcs = [rc for rc in rcs if len(ev.shared[rc])]
+        sharing_rcs = [rc for rc in ev.rcs if len(ev.shared[rc])]
         if not sharing_rcs:
             ok = np.ones(len(r0), bool)
             for group in ev.groups:
-                ok &= self._traits.any_of_rows(group, r0)
-            rows = r0[ok] if k else r0
-            return rows, {rc: rows for rc in rcs}
-        local_r0 = {rc: ev.local[rc][r0] for rc in sharing_rcs}
-        if not k:
-            # no trait groups: each class independently, local where possible
-            sources = {rc: r0 for rc in rcs}
-            dropped = []
-            for rc in sharing_rcs:
-                need = np.flatnonzero(~local_r0[rc])
-                best = self._best_reachable(ev.shared[rc], rc, r0[need])
-                dropped.append(need[best < 0])
-                src = r0.copy()
-                src[need] = best
-                sources[rc] = src
-            dropped = np.concatenate(dropped)
-            if not len(dropped):
-                return r0, sources
-            ok = np.ones(len(r0), bool)
-            ok[dropped] = False
-            return r0[ok], {rc: s[ok] for rc, s in sources.items()}
-        # a trait group no sharing supplier meets must be met by the root
-        supply_masks = {rc: self._traits.group_masks(ev.groups, ev.shared[rc])
+                ok &= self.ix.traits.any_of_rows(group, r0)
+            rows = r0[ok]
+            return rows, {rc: rows for rc in ev.rcs}
+        if not ev.groups:
+            return self._solve_per_class(ev, r0, sharing_rcs)
+        return self._solve_with_traits(ev, r0, sharing_rcs)
+
+    def _solve_per_class(self, ev: Evaluation, r0: np.ndarray,
+                         sharing_rcs: list[str]) -> Solution:
+        """No trait groups: each class independently, local where possible."""
+        sources = {rc: r0 for rc in ev.rcs}
+        dropped = []
+        for rc in sharing_rcs:
+            need = np.flatnonzero(~ev.local[rc][r0])
+            best = self._best_reachable(ev.shared[rc], rc, r0[need])
+            dropped.append(need[best < 0])
+            src = r0.copy()
+            src[need] = best
+            sources[rc] = src
+        gone = np.concatenate(dropped)
+        if not len(gone):
+            return r0, sources
+        ok = np.ones(len(r0), bool)
+        ok[gone] = False
+        return r0[ok], {rc: s[ok] for rc, s in sources.items()}
+
+    def _solve_with_traits(self, ev: Evaluation, r0: np.ndarray,
+                           sharing_rcs: list[str]) -> Solution:
+        """Trait groups met collectively: try the (local | sharing supplier
+        class) combinations in product order, first match per root."""
+        traits = self.ix.traits
+        supply_masks = {rc: traits.group_masks(ev.groups, ev.shared[rc])
                         for rc in sharing_rcs}
+        # a trait group no sharing supplier meets must be met by the root
         reachable = int(np.bitwise_or.reduce(np.concatenate(list(supply_masks.values()))))
         own = np.ones(len(r0), bool)
         for g, group in enumerate(ev.groups):
             if not reachable >> g & 1:
-                own &= self._traits.any_of_rows(group, r0)
-        if not own.all():
-            r0 = r0[own]
-            local_r0 = {rc: m[own] for rc, m in local_r0.items()}
+                own &= traits.any_of_rows(group, r0)
+        r0 = r0[own]
         # options[rc][0] is "local"; then (trait-group mask, best row per r0)
-        options: dict[str, list[tuple[int, np.ndarray] | None]] = {rc: [None] for rc in rcs}
+        options: dict[str, list] = {rc: [None] for rc in ev.rcs}
         for rc in sharing_rcs:
-            supply = ev.shared[rc]
-            masks = supply_masks[rc]
+            supply, masks = ev.shared[rc], supply_masks[rc]
             for m in np.unique(masks):
-                best = self._best_reachable(supply[masks == m], rc, r0)
-                options[rc].append((int(m), best))
-        combos = list(itertools.product(*[range(len(options[rc])) for rc in rcs]))
+                options[rc].append((int(m), self._best_reachable(
+                    supply[masks == m], rc, r0)))
+        combos = list(itertools.product(*[range(len(options[rc])) for rc in ev.rcs]))
         if len(combos) > MAX_COMBINATIONS:
             return self._solve_by_enumeration(ev, r0)
-        full = (1 << k) - 1
-        gm = self._traits.group_masks(ev.groups, r0) if k else None
-        chosen = np.full(len(r0), -1, np.int64)
-        for ci, combo in enumerate(combos):
-            avail = chosen < 0
-            const, any_local = 0, False
-            for rc, j in zip(rcs, combo):
-                if j == 0:
-                    any_local = True
-                    if rc in local_r0:
-                        avail &= local_r0[rc]
-                else:
-                    m, best = options[rc][j]
-                    const |= m
-                    avail &= best >= 0
-            if k:
-                if any_local:
-                    avail &= (gm | np.uint64(const)) == np.uint64(full)
-                elif const != full:
-                    continue
-            chosen[avail] = ci
+        chosen = self._first_combination(ev, r0, options, combos)
         keep = np.flatnonzero(chosen >= 0)
         rows, picked = r0[keep], chosen[keep]
         table = np.array(combos, np.int64)  # combo -> option index per rc
         sources = {}
-        for i, rc in enumerate(rcs):
-            if len(options[rc]) == 1:
-                sources[rc] = rows
-                continue
+        for i, rc in enumerate(ev.rcs):
             src = rows.copy()
             option = table[:, i][picked]
             for j in range(1, len(options[rc])):
@@ -248,10 +255,37 @@ class Solver:
             sources[rc] = src
         return rows, sources
 
-    def _solve_by_enumeration(self, ev: _Eval, r0: np.ndarray
-                              ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    def _first_combination(self, ev: Evaluation, r0: np.ndarray,
+                           options: dict[str, list],
+                           combos: list[tuple[int, ...]]) -> np.ndarray:
+        """Per root of ``r0`` the index of the first combination that gives
+        it a candidate meeting every trait group, -1 if none."""
+        full = (1 << len(ev.groups)) - 1
+        gm = self.ix.traits.group_masks(ev.groups, r0)
+        chosen = np.full(len(r0), -1, np.int64)
+        for ci, combo in enumerate(combos):
+            avail = chosen < 0
+            const, any_local = 0, False
+            for rc, j in zip(ev.rcs, combo):
+                if j == 0:
+                    any_local = True
+                    if len(options[rc]) > 1:
+                        avail &= ev.local[rc][r0]
+                else:
+                    m, best = options[rc][j]
+                    const |= m
+                    avail &= best >= 0
+            if any_local:
+                avail &= (gm | np.uint64(const)) == np.uint64(full)
+            elif const != full:
+                continue
+            chosen[avail] = ci
+        return chosen
+
+    def _solve_by_enumeration(self, ev: Evaluation, r0: np.ndarray) -> Solution:
+        from scheduler_ext.engine.enumeration import Enumerator
         rows, picks = [], []
-        enum = cand.Enumerator(self, ev)
+        enum = Enumerator(self.ix, self, ev)
         for r in r0.tolist():
             first = next(enum.root_candidates(r), None)
             if first is not None:
@@ -261,3 +295,6 @@ class Solver:
         return arr, {rc: np.array([p[i] for p in picks], np.int64)
                      for i, rc in enumerate(ev.rcs)}
 
+
+def _narrow(base: np.ndarray | None, mask: np.ndarray) -> np.ndarray:
+    return mask if base is None else base & mask

@@ -1,13 +1,22 @@
-"""Running scheduler-ext inside nova.
+"""Running scheduler-ext inside nova: the only package that imports nova.
 
 Importing this package imports nothing from nova. Its modules:
 
-``adapter``
-    Everything that reads or builds nova objects: RequestSpec and Migration
-    to ``ScheduleRequest``, nova's request filters, host filters and
-    weighers applied to our engine's candidates, our Selections to nova's
-    ``Selection`` objects, and the instance states the periodic reconcile
-    works on.
+``request``
+    RequestSpec and Migration to our ``ScheduleRequest``; our Selections'
+    allocation requests; ``UseNova`` for what nova's own code must do.
+``ranking``
+    nova's host filters and weighers as a per-call ``Ranking`` of our
+    candidates.
+``scheduler``
+    ``NovaScheduler``: one select_destinations call, our Selections to
+    nova's ``Selection`` objects.
+``reconcile``
+    Instance states read through nova's objects for the periodic
+    reconcile.
+``service``
+    What the manager and the driver share (options, placement client,
+    the scheduler built on first use, the reconcile run).
 ``manager``
     For nova >= 23: a ``SchedulerManager`` subclass, run by the
     ``scheduler-ext-nova-scheduler`` service (``cmd``) in place of

@@ -41,10 +41,10 @@ def main(argv: list[str] | None = None) -> None:
     from nova.scheduler import rpcapi
     from nova import service
 
-    from scheduler_ext.nova import adapter
+    from scheduler_ext.nova import service as ext_service
 
     conf = nova.conf.CONF
-    adapter.register_opts(conf)
+    ext_service.register_opts(conf)
     config.parse_args(sys.argv if argv is None else argv)
     logging.setup(conf, "nova")
     objects.register_all()

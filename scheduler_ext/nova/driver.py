@@ -13,7 +13,7 @@ none, which is where nova bug 1790204 bites) and calls
 ``select_destinations`` with ``alloc_reqs_by_rp_uuid`` and
 ``provider_summaries`` set to None. The driver runs nova's request filters,
 host filters and weighers itself on the hosts scheduler-ext's engine
-returns (``adapter.NovaScheduler``), claims, and returns per instance the
+returns (``scheduler.NovaScheduler``), claims, and returns per instance the
 claimed ``Selection`` first, then the alternates with their allocation
 requests. Requests scheduler-ext does not model are handed to nova's
 ``FilterScheduler`` with the candidates placement gives, as nova would have.
@@ -24,7 +24,6 @@ stand-in of the 22.x base class (see README, "Using it with nova").
 
 from __future__ import annotations
 
-import threading
 import time
 
 from oslo_log import log as logging
@@ -32,9 +31,13 @@ from oslo_log import log as logging
 import nova.conf
 from nova import exception
 from nova.scheduler import driver as nova_driver
+from nova.scheduler import request_filter
+from nova.scheduler import utils as sched_utils
 
 from scheduler_ext import errors
-from scheduler_ext.nova import adapter
+from scheduler_ext.nova import service
+from scheduler_ext.nova.request import UseNova
+from scheduler_ext.nova.scheduler import public_reason
 
 CONF = nova.conf.CONF
 LOG = logging.getLogger(__name__)
@@ -46,22 +49,12 @@ class SchedulerExtDriver(nova_driver.Scheduler):
     USES_ALLOCATION_CANDIDATES = False
 
     def __init__(self):
-        adapter.register_opts(CONF)
+        service.register_opts(CONF)
         super().__init__()
-        self._lock = threading.Lock()
-        self._ext_scheduler = None
+        self.ext = service.ExtService(self.host_manager)
         self._stock = None
         self._next_reconcile = (time.monotonic() +
                                 CONF.scheduler_ext.reconcile_interval)
-        self._reconciled_until = None
-
-    def _scheduler(self) -> adapter.NovaScheduler:
-        with self._lock:
-            if self._ext_scheduler is None:
-                client = adapter.placement_client(CONF)
-                self._ext_scheduler = adapter.NovaScheduler(
-                    adapter.load_driver(client), self.host_manager, client)
-            return self._ext_scheduler
 
     def select_destinations(self, context, spec_obj, instance_uuids,
                             alloc_reqs_by_rp_uuid, provider_summaries,
@@ -70,13 +63,13 @@ class SchedulerExtDriver(nova_driver.Scheduler):
         num_alts = CONF.scheduler.max_attempts - 1 if return_alternates else 0
         try:
             try:
-                scheduler = self._scheduler()
+                scheduler = self.ext.scheduler()
             except errors.SchedulerExtError as exc:
                 LOG.error("scheduler-ext cannot start its driver: %s", exc)
-                raise exception.NoValidHost(reason=adapter.public_reason(exc))
+                raise exception.NoValidHost(reason=public_reason(exc))
             return scheduler.select(context, spec_obj, instance_uuids,
                                     num_alts)
-        except adapter.UseNova as why:
+        except UseNova as why:
             LOG.info("scheduling %s with nova's FilterScheduler: %s",
                      instance_uuids, why)
             return self._nova(context, spec_obj, instance_uuids,
@@ -94,10 +87,10 @@ class SchedulerExtDriver(nova_driver.Scheduler):
         if self._stock is None:
             from nova.scheduler import filter_scheduler  # nova <= 22 only
             self._stock = filter_scheduler.FilterScheduler()
-        if adapter.sched_utils.request_is_rebuild(spec_obj):
+        if sched_utils.request_is_rebuild(spec_obj):
             by_rp = summaries = version = None
         else:
-            by_rp, summaries, version = adapter.placement_candidates(
+            by_rp, summaries, version = placement_candidates(
                 context, spec_obj, self.host_manager,
                 self._stock.placement_client)
         return self._stock.select_destinations(
@@ -116,10 +109,24 @@ class SchedulerExtDriver(nova_driver.Scheduler):
         self.reconcile_moves(context)
 
     def reconcile_moves(self, context) -> list:
-        started = adapter.utcnow()
-        since = adapter.reconcile_since(started, self._reconciled_until)
-        ext = self._scheduler()
-        fixes = adapter.reconcile(
-            ext.client, adapter.moved_instance_states(context.elevated(), since))
-        self._reconciled_until = started
-        return fixes
+        """One reconcile run (see ``service.ExtService.reconcile_moves``)."""
+        return self.ext.reconcile_moves(context)
+
+
+def placement_candidates(context, spec_obj, host_manager, report_client):
+    """What nova <= 22's manager would have passed a driver using
+    allocation candidates: (alloc_reqs_by_rp_uuid, provider_summaries,
+    allocation_request_version). Used to hand a request back to nova's
+    FilterScheduler. Raises NoValidHost when placement has none."""
+    request_filter.process_reqspec(context, spec_obj)
+    resources = sched_utils.resources_from_request_spec(
+        context, spec_obj, host_manager)
+    answer = report_client.get_allocation_candidates(context, resources)
+    alloc_reqs, summaries, version = answer or (None, None, None)
+    if not alloc_reqs:
+        raise exception.NoValidHost(reason="")
+    by_rp: dict[str, list] = {}
+    for ar in alloc_reqs:
+        for rp in ar["allocations"]:
+            by_rp.setdefault(rp, []).append(ar)
+    return by_rp, summaries, version

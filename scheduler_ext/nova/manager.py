@@ -15,13 +15,11 @@ run are brought back to the move invariants (a confirmed or reverted
 same-host resize is trimmed to the live flavor, a migration consumer left
 holding allocations after its move ended is emptied).
 
-Requests scheduler-ext does not model (see ``adapter.UseNova``) go to
+Requests scheduler-ext does not model (see ``request.UseNova``) go to
 nova's own code path unchanged.
 """
 
 from __future__ import annotations
-
-import threading
 
 from oslo_log import log as logging
 import oslo_messaging as messaging
@@ -34,7 +32,9 @@ from nova import objects
 from nova.scheduler import manager as nova_manager
 
 from scheduler_ext import errors
-from scheduler_ext.nova import adapter
+from scheduler_ext.nova import service
+from scheduler_ext.nova.request import UseNova
+from scheduler_ext.nova.scheduler import public_reason
 
 CONF = nova.conf.CONF
 LOG = logging.getLogger(__name__)
@@ -43,11 +43,9 @@ class SchedulerManager(nova_manager.SchedulerManager):
     """nova's scheduler manager, choosing and claiming with scheduler-ext."""
 
     def __init__(self, *args, **kwargs):
-        adapter.register_opts(CONF)
+        service.register_opts(CONF)
         super().__init__(*args, **kwargs)
-        self._ext_lock = threading.Lock()
-        self._ext_scheduler = None
-        self._reconciled_until = None
+        self.ext = service.ExtService(self.host_manager)
         self._add_reconcile_task(CONF.scheduler_ext.reconcile_interval)
 
     # ------------------------------------------------------------ set-up
@@ -74,19 +72,6 @@ class SchedulerManager(nova_manager.SchedulerManager):
                                       reconcile_moves=interval)
         self._periodic_last_run["reconcile_moves"] = task._periodic_last_run
 
-    def _scheduler(self) -> adapter.NovaScheduler:
-        """Built on first use, so a service starting while placement is
-        down comes up (nova's own manager does the same)."""
-        with self._ext_lock:
-            if self._ext_scheduler is None:
-                client = self._placement()
-                self._ext_scheduler = adapter.NovaScheduler(
-                    adapter.load_driver(client), self.host_manager, client)
-            return self._ext_scheduler
-
-    def _placement(self):
-        return adapter.placement_client(CONF)
-
     # ------------------------------------------------------------- RPC API
     @messaging.expected_exceptions(exception.NoValidHost)
     def select_destinations(
@@ -104,14 +89,14 @@ class SchedulerManager(nova_manager.SchedulerManager):
         num_alts = (CONF.scheduler.max_attempts - 1
                     if return_objects and return_alternates else 0)
         try:
-            scheduler = self._scheduler()
+            scheduler = self.ext.scheduler()
         except errors.SchedulerExtError as exc:
             LOG.error("scheduler-ext cannot start its driver: %s", exc)
-            raise exception.NoValidHost(reason=adapter.public_reason(exc))
+            raise exception.NoValidHost(reason=public_reason(exc))
         try:
             selections = scheduler.select(
                 context, spec_obj, instance_uuids, num_alts)
-        except adapter.UseNova as why:
+        except UseNova as why:
             LOG.info("scheduling %s with nova's own code: %s",
                      instance_uuids, why)
             return super().select_destinations(
@@ -125,15 +110,5 @@ class SchedulerManager(nova_manager.SchedulerManager):
     # ------------------------------------------------------------ periodic
     def reconcile_moves(self, context) -> list:
         """One reconcile run over the recently moved instances; returns the
-        fixes (applied or not, see ``adapter.reconcile``)."""
-        started = adapter.utcnow()
-        since = adapter.reconcile_since(started, self._reconciled_until)
-        ext = self._scheduler()
-        states = adapter.moved_instance_states(context.elevated(), since)
-        fixes = adapter.reconcile(ext.client, states)
-        self._reconciled_until = started
-        if fixes:
-            LOG.info("reconcile: %d of %d recently moved instances needed a "
-                     "fix, %d applied", len(fixes), len(states),
-                     sum(f.applied for f in fixes))
-        return fixes
+        fixes (applied or not, see ``nova.reconcile.reconcile``)."""
+        return self.ext.reconcile_moves(context)

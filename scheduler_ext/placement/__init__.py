@@ -1,13 +1,17 @@
-"""Placement client protocol and its two backends."""
+"""Placement: value types, the one query type, allocation arithmetic, the
+client protocols and their backends (embedded, HTTP, SQL snapshot).
 
-from scheduler_ext.placement.client import PlacementClient, add_allocations
+Nothing here imports another layer of scheduler-ext.
+"""
+
+from scheduler_ext.placement.client import CandidatesEndpoint, PlacementClient
 from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.placement.model import (
-    AllocationWrite, Allocations, ConsumerAllocations, FleetSnapshot, Inventory,
-    Provider, ProviderRecord)
+    SHARING_TRAIT, AllocationWrite, Allocations, ConsumerAllocations,
+    FleetSnapshot, Inventory, Provider, ProviderRecord)
 
 __all__ = [
-    "AllocationWrite", "Allocations", "ConsumerAllocations", "EmbeddedPlacement",
-    "FleetSnapshot", "Inventory", "PlacementClient", "Provider", "ProviderRecord",
-    "add_allocations",
+    "SHARING_TRAIT", "AllocationWrite", "Allocations", "CandidatesEndpoint",
+    "ConsumerAllocations", "EmbeddedPlacement", "FleetSnapshot", "Inventory",
+    "PlacementClient", "Provider", "ProviderRecord",
 ]

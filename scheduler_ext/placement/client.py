@@ -1,6 +1,7 @@
 """The placement client protocol: what the scheduler reads and writes.
 
-Two backends implement it: ``EmbeddedPlacement`` (in memory, placement's
+``CandidatesEndpoint`` is the part only a real placement has. Two backends
+implement the client: ``EmbeddedPlacement`` (in memory, placement's
 semantics, for the default run and unit tests) and ``HttpPlacement`` (a real
 placement through keystoneauth1). Both validate input the same way before
 anything changes and raise the typed errors of ``scheduler_ext.errors``.
@@ -72,21 +73,14 @@ class PlacementClient(Protocol):
         """Read every provider for the engine."""
 
 
-def add_allocations(total: dict[str, dict[str, int]], allocs: Allocations,
-                    sign: int = 1) -> dict[str, dict[str, int]]:
-    """Add (or with ``sign=-1`` subtract) ``allocs`` into ``total`` in place;
-    zero entries are dropped. Returns ``total``."""
-    for rp, resources in allocs.items():
-        row = total.setdefault(rp, {})
-        for rc, n in resources.items():
-            value = row.get(rc, 0) + sign * n
-            if value:
-                row[rc] = value
-            else:
-                row.pop(rc, None)
-        if not row:
-            total.pop(rp, None)
-    return total
+@runtime_checkable
+class CandidatesEndpoint(Protocol):
+    """A placement that answers ``GET /allocation_candidates`` (the HTTP
+    backend; the embedded one does not)."""
+
+    def allocation_candidates(self, params: list[tuple[str, str]]) -> dict:
+        """The answer body: ``allocation_requests`` and
+        ``provider_summaries``."""
 
 
 def read_provider(client: PlacementClient, rp_uuid: str) -> ProviderRecord:
@@ -100,12 +94,3 @@ def read_provider(client: PlacementClient, rp_uuid: str) -> ProviderRecord:
         Provider(prov.uuid, prov.name, gen, prov.root_provider_uuid,
                  prov.parent_provider_uuid),
         invs, client.get_usages(rp_uuid), traits, aggs)
-
-
-def allocation_totals(allocs: Allocations) -> dict[str, int]:
-    """Amount per resource class, summed over providers."""
-    out: dict[str, int] = {}
-    for res in allocs.values():
-        for rc, n in res.items():
-            out[rc] = out.get(rc, 0) + n
-    return out

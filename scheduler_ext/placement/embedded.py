@@ -311,7 +311,31 @@ class EmbeddedPlacement:
         return created
 
     def _replace_all(self, checked: Mapping[str, AllocationWrite]) -> None:
-        # rows: (consumer, rp, rc, amount); 0 marks an emptied consumer's row
+        """Placement's ``_set_allocations``: check every row against the
+        usage left once the named consumers' allocations are dropped, then
+        commit all or nothing."""
+        rows = self._rows(checked)
+        old = {c: self._consumers[c].allocations for c in checked}
+        self._check_capacity(rows, old)
+        for c, allocs in old.items():
+            self._apply(allocs, -1)
+            self._consumers[c].allocations = {}
+        for c, write in checked.items():
+            cons = self._consumers[c]
+            cons.project_id, cons.user_id = write.project_id, write.user_id
+            cons.consumer_type = write.consumer_type
+            cons.allocations = {rp: dict(res) for rp, res in write.allocations.items()}
+            self._apply(cons.allocations, +1)
+        for rp in dict.fromkeys(rp for _, rp, _, _ in rows):
+            self._providers[rp].generation += 1
+        for c in dict.fromkeys(c for c, _, _, _ in rows):
+            self._consumers[c].generation += 1
+            if not self._consumers[c].allocations:
+                del self._consumers[c]
+
+    def _rows(self, checked: Mapping[str, AllocationWrite]) -> list[tuple[str, str, str, int]]:
+        """(consumer, rp, rc, amount) of the write; 0 marks a row of a
+        consumer being emptied. An unknown class is a 400."""
         rows: list[tuple[str, str, str, int]] = []
         for c, write in checked.items():
             if write.allocations:
@@ -325,8 +349,12 @@ class EmbeddedPlacement:
                 raise errors.InvalidRequest(
                     f"unable to allocate inventory: no such resource class {rc}",
                     field="resource_class", value=rc)
-        # usage after dropping the named consumers' allocations
-        old = {c: self._consumers[c].allocations for c in checked}
+        return rows
+
+    def _check_capacity(self, rows: list[tuple[str, str, str, int]],
+                        old: Mapping[str, Mapping[str, Mapping[str, int]]]) -> None:
+        """CapacityExceeded unless every row fits (placement-semantics.md
+        section 1, write path)."""
         prev = {(rp, rc): self._usage[(rp, rc)] for _, rp, rc, _ in rows
                 if (rp, rc) in self._usage}
         used = dict(self._usage)
@@ -356,29 +384,15 @@ class EmbeddedPlacement:
                     f"unable to allocate inventory: {rc}={n} for consumer {c} on "
                     f"{rp} violates min_unit {inv.min_unit}, max_unit "
                     f"{inv.max_unit} or step_size {inv.step_size}")
-            base = used.get((rp, rc), 0)
-            if inv.capacity < base + summed[(rp, rc)]:
+            after = used.get((rp, rc), 0) + summed[(rp, rc)]
+            if inv.capacity < after:
+                # placement accepts a write that does not raise the usage of
+                # a provider already over capacity
                 before = prev.get((rp, rc))
-                if before is None or base + summed[(rp, rc)] > before:
+                if before is None or after > before:
                     raise errors.CapacityExceeded(
                         f"unable to allocate inventory: {rc} on {rp} would use "
-                        f"{base + summed[(rp, rc)]} of capacity {inv.capacity:g}")
-        # commit
-        for c, allocs in old.items():
-            self._apply(allocs, -1)
-            self._consumers[c].allocations = {}
-        for c, write in checked.items():
-            cons = self._consumers[c]
-            cons.project_id, cons.user_id = write.project_id, write.user_id
-            cons.consumer_type = write.consumer_type
-            cons.allocations = {rp: dict(res) for rp, res in write.allocations.items()}
-            self._apply(cons.allocations, +1)
-        for rp in dict.fromkeys(rp for _, rp, _, _ in rows):
-            self._providers[rp].generation += 1
-        for c in dict.fromkeys(c for c, _, _, _ in rows):
-            self._consumers[c].generation += 1
-            if not self._consumers[c].allocations:
-                del self._consumers[c]
+                        f"{after} of capacity {inv.capacity:g}")
 
     def _apply(self, allocs: Mapping[str, Mapping[str, int]], sign: int) -> None:
         for rp, res in allocs.items():

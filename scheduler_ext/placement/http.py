@@ -267,10 +267,13 @@ class HttpPlacement:
         consumer_uuid = validation.uuid(consumer_uuid, "consumer_uuid")
         self._call("DELETE", f"/allocations/{consumer_uuid}")
 
-    def allocation_candidates(self, params: list[tuple[str, str]]) -> dict:
-        """``GET /allocation_candidates`` with ``params`` (1.39 syntax)."""
+    def allocation_candidates(self, params: list[tuple[str, str]],
+                              microversion: str = "") -> dict:
+        """``GET /allocation_candidates`` with ``params`` (1.39 syntax), at
+        ``microversion`` (default: the negotiated one)."""
         query = urllib.parse.urlencode(params)
-        return self._call("GET", f"/allocation_candidates?{query}")
+        return self._call("GET", f"/allocation_candidates?{query}",
+                          version=microversion)
 
     def snapshot(self) -> FleetSnapshot:
         """Four GETs per provider: slow at scale (see placement-semantics.md

@@ -7,7 +7,7 @@ stopped at the end. Tests isolate themselves by using fresh UUIDs.
 import pytest
 
 from scheduler_ext.placement.http import HttpPlacement
-from scheduler_ext.placement.server import LocalPlacement
+from scheduler_ext.lab.placement_server import LocalPlacement
 
 
 @pytest.fixture(scope="session")

@@ -2,8 +2,8 @@
 
 import json
 
-from scheduler_ext import cli
-from scheduler_ext.audit import dump_instances
+from scheduler_ext.cmd import main as cli
+from scheduler_ext.moves.reconcile import dump_instances
 from tests.unit.moves import FLAVOR1, FLAVOR2, MAX12, small_host, start
 
 

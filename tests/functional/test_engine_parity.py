@@ -26,7 +26,9 @@ from urllib.parse import urlencode
 
 import pytest
 
-from scheduler_ext.engine import CapacityIndex, CandidateRequest, synthetic
+from scheduler_ext.engine import CapacityIndex
+from scheduler_ext.lab import synthetic
+from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.placement.model import FleetSnapshot, Provider, ProviderRecord
 
 FLEETS = 50

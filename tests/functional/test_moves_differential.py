@@ -3,18 +3,16 @@ reverts, failures with reschedules, deletes, reconciles) on the embedded and
 on a real placement ends with the same counts and the same allocations,
 and keeps every invariant on the real one."""
 
-import argparse
-
 import pytest
 
-from scheduler_ext import simulate
+from scheduler_ext.lab import simulation
 
 
 @pytest.mark.parametrize("strategy", ["same_host", "stock"])
 def test_random_lifecycle_same_on_both_backends(real_client, strategy):
-    args = argparse.Namespace(seed=3, hosts=5, sharing=2, steps=50)
-    embedded = simulate.run_random(strategy, args)
-    real = simulate.run_random(strategy, args, client=real_client)
+    args = dict(hosts=5, sharing=2, steps=50, seed=3)
+    embedded = simulation.run_random(strategy, **args)
+    real = simulation.run_random(strategy, **args, client=real_client)
     assert real.violations == []
     assert embedded.violations == []
     assert real.counts == embedded.counts

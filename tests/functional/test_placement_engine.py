@@ -6,7 +6,8 @@ import uuid
 
 import pytest
 
-from scheduler_ext import errors, invariants
+from scheduler_ext import errors
+from scheduler_ext.lab import invariants
 from scheduler_ext.placement import AllocationWrite
 from tests.unit import moves
 from tests.unit.test_bug_1784020 import *  # noqa: F401,F403

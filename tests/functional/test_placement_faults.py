@@ -5,9 +5,10 @@ a lost allocation."""
 
 import pytest
 
-from scheduler_ext import errors, invariants
+from scheduler_ext import errors
+from scheduler_ext.lab import invariants
 from scheduler_ext.placement.http import HttpPlacement
-from scheduler_ext.reconcile import Reconciler
+from scheduler_ext.moves.reconcile import Reconciler
 from tests.functional.faultproxy import FaultProxy
 from tests.unit.moves import FLAVOR1, FLAVOR2, MAX12, dump, small_host, start
 

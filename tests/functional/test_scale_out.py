@@ -10,7 +10,7 @@ reports what placement overcommitted.
 
 import warnings
 
-from scheduler_ext import scaleout
+from scheduler_ext.lab import scaleout
 
 
 def test_four_schedulers_several_wsgi_workers():

@@ -4,10 +4,11 @@ import os
 
 import pytest
 
-from scheduler_ext import errors, fleet
+from scheduler_ext import errors
+from scheduler_ext.lab import fleet
 from scheduler_ext.placement import AllocationWrite
 from scheduler_ext.placement.sql_snapshot import SqlSnapshot
-from scheduler_ext.placement.server import LocalPlacement
+from scheduler_ext.lab.placement_server import LocalPlacement
 from tests.unit.moves import FLAVOR1, FLAVOR2, small_host, start
 
 

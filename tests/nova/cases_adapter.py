@@ -1,5 +1,5 @@
-"""Unit tests of ``scheduler_ext.nova.adapter`` against nova 34's objects
-(no services). Run with the other ``cases_*`` modules, in a subprocess, so
+"""Unit tests of ``scheduler_ext.nova`` (request translation, reconcile
+guard and window) against nova 34's objects (no services). Run with the other ``cases_*`` modules, in a subprocess, so
 that nova is never imported into pytest's process."""
 
 import types
@@ -8,10 +8,11 @@ import uuid
 
 from nova import objects
 
-from scheduler_ext.nova import adapter
+from scheduler_ext.nova import reconcile as nova_reconcile
+from scheduler_ext.nova import request as nova_request
 from scheduler_ext.placement import (AllocationWrite, EmbeddedPlacement,
                                      Inventory)
-from scheduler_ext.reconcile import InstanceState, MoveState
+from scheduler_ext.moves.reconcile import InstanceState, MoveState
 
 objects.register_all()
 
@@ -22,34 +23,39 @@ NOVA_QUERY = ("limit=1000&resources=DISK_GB%3A1%2CMEMORY_MB%3A512%2CVCPU%3A1"
 class ParseQuery(unittest.TestCase):
 
     def test_nova_boot_query(self):
-        f = adapter.parse_query(NOVA_QUERY)
+        f = nova_request.parse_query(NOVA_QUERY)
         self.assertEqual({"DISK_GB": 1, "MEMORY_MB": 512, "VCPU": 1},
-                         f["resources"])
-        self.assertEqual(1000, f["limit"])
-        self.assertEqual({"OWNER_NOVA"}, f["root_required"])
-        self.assertEqual({"COMPUTE_STATUS_DISABLED"}, f["root_forbidden"])
+                         f.resources)
+        self.assertEqual(1000, f.limit)
+        self.assertEqual({"OWNER_NOVA"}, f.root_required)
+        self.assertEqual({"COMPUTE_STATUS_DISABLED"}, f.root_forbidden)
 
     def test_traits_aggregates_tree(self):
         a, b, c = (str(uuid.uuid4()) for _ in range(3))
-        f = adapter.parse_query(
+        f = nova_request.parse_query(
             f"resources=VCPU:2&required=HW_CPU_X86_AVX,!CUSTOM_SLOW"
             f"&required=in:CUSTOM_A,CUSTOM_B&member_of=in:{a},{b}"
             f"&member_of={c}&member_of=!in:{a}&in_tree={c}")
-        self.assertEqual({"HW_CPU_X86_AVX"}, f["required_traits"])
-        self.assertEqual({"CUSTOM_SLOW"}, f["forbidden_traits"])
-        self.assertEqual([frozenset({"CUSTOM_A", "CUSTOM_B"})], f["any_traits"])
-        self.assertEqual([frozenset({a, b}), frozenset({c})], f["member_of"])
-        self.assertEqual({a}, f["forbidden_aggregates"])
-        self.assertEqual(c, f["in_tree"])
-        self.assertIsNone(f["limit"])
+        self.assertEqual({"HW_CPU_X86_AVX"}, f.required)
+        self.assertEqual({"CUSTOM_SLOW"}, f.forbidden)
+        self.assertEqual((frozenset({"CUSTOM_A", "CUSTOM_B"}),), f.required_any)
+        self.assertEqual((frozenset({a, b}), frozenset({c})), f.member_of)
+        self.assertEqual({a}, f.forbidden_aggregates)
+        self.assertEqual(c, f.in_tree)
+        self.assertIsNone(f.limit)
 
     def test_what_is_not_modelled_goes_to_nova(self):
         for query in ("resources=VCPU:1&resources1=VGPU:1",
-                      "resources=VCPU:1&group_policy=none",
                       "resources=VCPU:1&same_subtree=_a,_b",
+                      "resources=VCPU:1&root_required=in:CUSTOM_A,CUSTOM_B",
                       "required=CUSTOM_X"):
-            with self.assertRaises(adapter.UseNova, msg=query):
-                adapter.parse_query(query)
+            with self.assertRaises(nova_request.UseNova, msg=query):
+                nova_request.parse_query(query)
+
+    def test_group_policy_alone_changes_nothing(self):
+        # with only the unsuffixed group placement ignores group_policy
+        f = nova_request.parse_query("resources=VCPU:1&group_policy=none")
+        self.assertEqual({"VCPU": 1}, f.resources)
 
     def test_from_a_request_spec(self):
         flavor = objects.Flavor(vcpus=2, memory_mb=1024, root_gb=10,
@@ -57,24 +63,25 @@ class ParseQuery(unittest.TestCase):
                                 extra_specs={"trait:CUSTOM_FAST": "required"})
         spec = objects.RequestSpec(flavor=flavor, is_bfv=False,
                                    project_id="p", user_id="u")
-        query = adapter.placement_query(None, spec, None)
-        f = adapter.parse_query(query)
+        query = nova_request.placement_query(None, spec, None)
+        f = nova_request.parse_query(query)
         self.assertEqual({"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 16},
-                         f["resources"])
-        self.assertEqual({"CUSTOM_FAST"}, f["required_traits"])
-        req = adapter.schedule_request(f, str(uuid.uuid4()), spec,
-                                       types.SimpleNamespace(user_id="x"),
-                                       None)
+                         f.resources)
+        self.assertEqual({"CUSTOM_FAST"}, f.required)
+        req = nova_request.schedule_request(f, str(uuid.uuid4()), spec,
+                                            types.SimpleNamespace(user_id="x"),
+                                            None)
         self.assertEqual("u", req.user_id)
-        self.assertEqual(frozenset({"CUSTOM_FAST"}), req.required_traits)
+        self.assertEqual(frozenset({"CUSTOM_FAST"}), req.query.required)
 
     def test_granular_flavor_goes_to_nova(self):
         flavor = objects.Flavor(vcpus=1, memory_mb=512, root_gb=1,
                                 ephemeral_gb=0, swap=0,
                                 extra_specs={"resources1:VGPU": "1"})
         spec = objects.RequestSpec(flavor=flavor, is_bfv=False)
-        with self.assertRaises(adapter.UseNova):
-            adapter.parse_query(adapter.placement_query(None, spec, None))
+        with self.assertRaises(nova_request.UseNova):
+            nova_request.parse_query(
+                nova_request.placement_query(None, spec, None))
 
 
 class MovedElsewhere(unittest.TestCase):
@@ -84,9 +91,9 @@ class MovedElsewhere(unittest.TestCase):
                                      dest_compute=dc, dest_node=dn)
 
     def test_cases(self):
-        self.assertFalse(adapter._moved_elsewhere(self.m("h1", "n1", "h1", "n1")))
-        self.assertFalse(adapter._moved_elsewhere(self.m("h1", "n1", None, None)))
-        self.assertTrue(adapter._moved_elsewhere(self.m("h1", "n1", "h2", "n2")))
+        self.assertFalse(nova_reconcile.moved_elsewhere(self.m("h1", "n1", "h1", "n1")))
+        self.assertFalse(nova_reconcile.moved_elsewhere(self.m("h1", "n1", None, None)))
+        self.assertTrue(nova_reconcile.moved_elsewhere(self.m("h1", "n1", "h2", "n2")))
 
 
 def small_host(client):
@@ -120,7 +127,7 @@ class ReconcileGuard(unittest.TestCase):
 
     def test_trims_to_the_live_flavor(self):
         self._hold({self.host: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 100}})
-        fixes = adapter.reconcile(self.client, [self._state()])
+        fixes = nova_reconcile.reconcile(self.client, [self._state()])
         self.assertEqual([True], [f.applied for f in fixes])
         self.assertEqual({self.host: self.old},
                          self.client.get_consumer(self.inst).allocations)
@@ -134,7 +141,7 @@ class ReconcileGuard(unittest.TestCase):
         held = {self.host: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 100,
                             "CUSTOM_PORT_BW": 10}}
         self._hold(held)
-        fixes = adapter.reconcile(self.client, [self._state()])
+        fixes = nova_reconcile.reconcile(self.client, [self._state()])
         self.assertEqual(1, len(fixes))
         self.assertFalse(fixes[0].applied)
         self.assertIn("CUSTOM_PORT_BW", fixes[0].error)
@@ -143,7 +150,7 @@ class ReconcileGuard(unittest.TestCase):
     def test_dry_run_writes_nothing(self):
         held = {self.host: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 100}}
         self._hold(held)
-        fixes = adapter.reconcile(self.client, [self._state()], apply=False)
+        fixes = nova_reconcile.reconcile(self.client, [self._state()], apply=False)
         self.assertEqual([False], [f.applied for f in fixes])
         self.assertEqual(held, self.client.get_consumer(self.inst).allocations)
 
@@ -151,9 +158,9 @@ class ReconcileGuard(unittest.TestCase):
 class ReconcileWindow(unittest.TestCase):
 
     def test_first_run_looks_back_a_day_then_overlaps(self):
-        now = adapter.utcnow()
-        later = now + adapter.FIRST_LOOKBACK
-        self.assertEqual(now - adapter.FIRST_LOOKBACK,
-                         adapter.reconcile_since(now, None))
-        self.assertEqual(now - adapter.OVERLAP,
-                         adapter.reconcile_since(later, now))
+        now = nova_reconcile.utcnow()
+        later = now + nova_reconcile.FIRST_LOOKBACK
+        self.assertEqual(now - nova_reconcile.FIRST_LOOKBACK,
+                         nova_reconcile.reconcile_since(now, None))
+        self.assertEqual(now - nova_reconcile.OVERLAP,
+                         nova_reconcile.reconcile_since(later, now))

@@ -16,7 +16,7 @@ import nova.conf
 
 # numpy calls os.uname() when first imported, which nova's test fixtures
 # forbid inside a test: import the driver and its engine up front
-import scheduler_ext.candidates  # noqa: F401
+import scheduler_ext.sources.engine  # noqa: F401
 import scheduler_ext.driver  # noqa: F401
 
 MANAGER = "scheduler_ext.nova.manager.SchedulerManager"

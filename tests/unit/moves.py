@@ -7,9 +7,9 @@ import random
 import uuid
 
 from scheduler_ext import driver as se_driver
-from scheduler_ext import invariants
-from scheduler_ext.fleet import SHARING_TRAIT, add_host
-from scheduler_ext.novamodel import NovaModel
+from scheduler_ext.lab import invariants
+from scheduler_ext.lab.fleet import SHARING_TRAIT, add_host
+from scheduler_ext.lab.nova_model import NovaModel
 from scheduler_ext.placement import Inventory
 
 FLAVOR1 = {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 1028}

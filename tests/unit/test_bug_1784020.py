@@ -6,11 +6,11 @@ import uuid
 
 import pytest
 
-from scheduler_ext import invariants
-from scheduler_ext.fleet import add_host
-from scheduler_ext.novamodel import Server
+from scheduler_ext.lab import invariants
+from scheduler_ext.lab.fleet import add_host
+from scheduler_ext.lab.nova_model import Server
 from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement, Inventory
-from scheduler_ext.reconcile import Reconciler
+from scheduler_ext.moves.reconcile import Reconciler
 from tests.unit.moves import (FLAVOR1, FLAVOR2, shared_storage, small_host,
                               start, usage)
 

@@ -8,8 +8,9 @@ flavor1 1 vCPU / 2048 MB / 1028 GB resized to flavor2 2 vCPU / 2048 MB /
 
 import pytest
 
-from scheduler_ext import errors, invariants
-from scheduler_ext.reconcile import Reconciler
+from scheduler_ext import errors
+from scheduler_ext.lab import invariants
+from scheduler_ext.moves.reconcile import Reconciler
 from tests.unit.moves import FLAVOR1, FLAVOR2, MAX12, dump, small_host, start, usage
 
 
@@ -81,7 +82,7 @@ def test_reconcile_is_dry_run_by_default(client):
 def test_reconcile_keeps_classes_no_flavor_names(client):
     """A port's bandwidth on the instance is not the flavor's: the trim
     after a same-host revert leaves it alone."""
-    from scheduler_ext.fleet import add_host
+    from scheduler_ext.lab.fleet import add_host
     from scheduler_ext.placement import Inventory
     host, model, server, move = _resized(client)
     nic = add_host(client, "nic", {"NET_BW_EGR_KILOBIT_PER_SEC": Inventory(10000)})

@@ -7,7 +7,8 @@ import pytest
 
 from scheduler_ext import errors
 from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement
-from scheduler_ext.request import ScheduleRequest
+from scheduler_ext.moves.request import ScheduleRequest
+from scheduler_ext.placement.query import CandidateRequest
 from tests.unit.moves import small_host, start
 
 FULL = {"VCPU": 2, "MEMORY_MB": 8192, "DISK_GB": 1028}
@@ -15,7 +16,7 @@ FULL = {"VCPU": 2, "MEMORY_MB": 8192, "DISK_GB": 1028}
 
 def _boot_full(drv, n):
     return drv.select_destinations(ScheduleRequest(
-        (str(uuid.UUID(int=n)),), FULL, "p", "u"))
+        (str(uuid.UUID(int=n)),), CandidateRequest(FULL), "p", "u"))
 
 
 @pytest.mark.parametrize("interval, sees_free_host", [(0.0, True), (3600.0, False)])
@@ -43,40 +44,39 @@ def _four_hosts():
 def test_max_alternates_per_call():
     client, hosts = _four_hosts()
     drv, _ = start(client)
-    req = ScheduleRequest((str(uuid.UUID(int=1)),), {"VCPU": 1}, "p", "u")
+    req = ScheduleRequest((str(uuid.UUID(int=1)),), CandidateRequest({"VCPU": 1}), "p", "u")
     assert len(drv.select_destinations(req)[0]) == 3          # claimed + 2
-    req = ScheduleRequest((str(uuid.UUID(int=2)),), {"VCPU": 1}, "p", "u")
+    req = ScheduleRequest((str(uuid.UUID(int=2)),), CandidateRequest({"VCPU": 1}), "p", "u")
     assert len(drv.select_destinations(req, max_alternates=0)[0]) == 1
-    req = ScheduleRequest((str(uuid.UUID(int=3)),), {"VCPU": 1}, "p", "u")
+    req = ScheduleRequest((str(uuid.UUID(int=3)),), CandidateRequest({"VCPU": 1}), "p", "u")
     assert len(drv.select_destinations(req, max_alternates=5)[0]) == 4
 
 
 class Without:
-    """A candidate source that hides one host (like a host filter)."""
+    """A ranking that drops one host (like a host filter)."""
 
-    def __init__(self, inner, host):
-        self.inner, self.host = inner, host
-        self.virtual_release = inner.virtual_release
+    limit = 100
 
-    def candidates(self, request, *, limit):
-        return [c for c in self.inner.candidates(request, limit=limit + 1)
-                if c.root != self.host][:limit]
+    def __init__(self, host):
+        self.host = host
+        self.calls = 0
 
-    def move_candidates(self, request, **kw):
-        return self.inner.move_candidates(request, **kw)
-
-    def changed(self, providers):
-        self.inner.changed(providers)
-
-    def refresh(self):
-        self.inner.refresh()
+    def rank(self, cands):
+        self.calls += 1
+        return [None if c.root == self.host else c.weight for c in cands]
 
 
-def test_wrap_sources_filters_every_decision():
+def test_ranking_filters_every_decision():
     client, hosts = _four_hosts()
     drv, _ = start(client)
-    wrapped = drv.wrap_sources(lambda inner: Without(inner, hosts[0]))
-    assert all(isinstance(w, Without) for w in wrapped)
+    ranking = Without(hosts[0])
     roots = {s.root for n in range(1, 7) for s in drv.select_destinations(
-        ScheduleRequest((str(uuid.UUID(int=n)),), {"VCPU": 1}, "p", "u"))[0]}
+        ScheduleRequest((str(uuid.UUID(int=n)),), CandidateRequest({"VCPU": 1}),
+                        "p", "u"), ranking=ranking)[0]}
     assert hosts[0] not in roots and len(roots) == 3
+    assert ranking.calls == 6
+    # the ranking was for those calls only
+    roots = {s.root for n in range(7, 9) for s in drv.select_destinations(
+        ScheduleRequest((str(uuid.UUID(int=n)),), CandidateRequest({"VCPU": 1}),
+                        "p", "u"))[0]}
+    assert hosts[0] in roots

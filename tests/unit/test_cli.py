@@ -2,7 +2,7 @@
 
 import pytest
 
-from scheduler_ext import cli
+from scheduler_ext.cmd import main as cli
 
 
 def test_simulate_default_run_shows_the_bug_fixed(capsys):

@@ -7,8 +7,9 @@ import pytest
 
 from scheduler_ext import errors
 from scheduler_ext.placement import EmbeddedPlacement
-from scheduler_ext.reconcile import Reconciler
-from scheduler_ext.request import MoveContext, ScheduleRequest
+from scheduler_ext.moves.reconcile import Reconciler
+from scheduler_ext.moves.request import MoveContext, ScheduleRequest
+from scheduler_ext.placement.query import CandidateRequest
 from tests.unit.moves import FLAVOR1, FLAVOR2, dump, small_host, start
 
 INSTANCE = str(uuid.UUID(int=1))
@@ -25,26 +26,31 @@ def booted():
 
 
 def _move(host, **changes):
-    fields = dict(instance_uuids=(INSTANCE,), resources=FLAVOR2,
-                  project_id="p", user_id="u",
+    """A resize request's fields with ``changes``; the query fields
+    (resources, traits, aggregates) go into its CandidateRequest."""
+    query = {"resources": FLAVOR2}
+    for name in ("resources", "required", "forbidden", "member_of"):
+        if name in changes:
+            query[name] = changes.pop(name)
+    fields = dict(instance_uuids=(INSTANCE,), project_id="p", user_id="u",
                   move=MoveContext(MIGRATION, host, FLAVOR1))
     fields.update(changes)
-    return fields
+    return ScheduleRequest(query=CandidateRequest(**query), **fields)
 
 
 @pytest.mark.parametrize("changes, field", [
     (lambda host: {"move": MoveContext(MIGRATION, None, FLAVOR1)}, "move.source_root"),
     (lambda host: {"move": MoveContext(INSTANCE, host, FLAVOR1)}, "move.migration_uuid"),
     (lambda host: {"move": MoveContext("not-a-uuid", host, FLAVOR1)}, "move.migration_uuid"),
-    (lambda host: {"resources": {"VCPUS": 2}}, "resources resource class"),
+    (lambda host: {"resources": {"VCPUS": 2}}, "resources"),
     (lambda host: {"resources": {"VCPU": 0}}, "resources[VCPU]"),
     (lambda host: {"resources": {"VCPU": -1}}, "resources[VCPU]"),
     (lambda host: {"resources": {}}, "resources"),
     (lambda host: {"instance_uuids": ()}, "instance_uuids"),
     (lambda host: {"instance_uuids": (INSTANCE, INSTANCE)}, "instance_uuids"),
-    (lambda host: {"required_traits": frozenset({"HW_CPU_X86_AVX2"}),
-                   "forbidden_traits": frozenset({"HW_CPU_X86_AVX2"})}, "forbidden_traits"),
-    (lambda host: {"required_traits": frozenset({"NOT_A_TRAIT"})}, "required_traits"),
+    (lambda host: {"required": frozenset({"HW_CPU_X86_AVX2"}),
+                   "forbidden": frozenset({"HW_CPU_X86_AVX2"})}, "required"),
+    (lambda host: {"required": frozenset({"NOT_A_TRAIT"})}, "required"),
     (lambda host: {"member_of": (frozenset({"agg"}),)}, "member_of"),
     (lambda host: {"move": MoveContext(MIGRATION, host, {"VCPU": -2})}, "move.old_resources[VCPU]"),
 ])
@@ -52,7 +58,7 @@ def test_malformed_request_is_refused_by_name(booted, changes, field):
     client, host, drv, model = booted
     before = dump(client)
     with pytest.raises(errors.InvalidRequest) as exc:
-        drv.select_destinations(ScheduleRequest(**_move(host, **changes(host))))
+        drv.select_destinations(_move(host, **changes(host)))
     assert exc.value.field == field
     assert field.split("[")[0].split(" ")[0] in str(exc.value)
     assert dump(client) == before
@@ -63,7 +69,7 @@ def test_unknown_source_host_is_refused(booted):
     before = dump(client)
     ghost = str(uuid.UUID(int=99))
     with pytest.raises(errors.InvalidRequest, match="move.source_root") as exc:
-        drv.select_destinations(ScheduleRequest(**_move(ghost)))
+        drv.select_destinations(_move(ghost))
     assert exc.value.value == ghost
     assert dump(client) == before
 
@@ -73,14 +79,15 @@ def test_custom_class_no_provider_has_gives_no_valid_host(booted):
     before = dump(client)
     with pytest.raises((errors.NoValidHost, errors.InvalidRequest), match="CUSTOM_GPU"):
         drv.select_destinations(ScheduleRequest(
-            (str(uuid.UUID(int=5)),), {"CUSTOM_GPU": 1}, "p", "u"))
+            (str(uuid.UUID(int=5)),), CandidateRequest({"CUSTOM_GPU": 1}), "p", "u"))
     assert dump(client) == before
 
 
 def test_unknown_strategy_name_is_refused():
     client = EmbeddedPlacement()
-    with pytest.raises(errors.InvalidRequest, match="nonesuch"):
+    with pytest.raises(errors.ConfigError, match="nonesuch") as exc:
         start(client, "nonesuch")
+    assert exc.value.option == "move_strategy"
 
 
 class Down:
@@ -107,7 +114,8 @@ def test_claim_refused_by_placement_changes_nothing(exc):
     drv, _ = start(Down(client, exc))
     before = dump(client)
     with pytest.raises((errors.NoValidHost, errors.PlacementUnavailable)) as raised:
-        drv.select_destinations(ScheduleRequest((INSTANCE,), FLAVOR1, "p", "u"))
+        drv.select_destinations(ScheduleRequest(
+            (INSTANCE,), CandidateRequest(FLAVOR1), "p", "u"))
     assert INSTANCE in str(raised.value) or isinstance(exc, errors.PlacementUnavailable)
     assert dump(client) == before
 

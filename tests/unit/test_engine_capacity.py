@@ -5,7 +5,8 @@ import uuid
 import numpy as np
 import pytest
 
-from scheduler_ext.engine import CandidateRequest, CapacityIndex
+from scheduler_ext.engine import CapacityIndex
+from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement, Inventory
 
 

@@ -1,5 +1,5 @@
 """The engine against an independent per-provider reading of placement's
-rules (``engine.reference``), on seeded random fleets; and an index kept
+rules (``lab.reference``), on seeded random fleets; and an index kept
 fresh incrementally against one rebuilt from scratch."""
 
 import random
@@ -8,7 +8,9 @@ import uuid
 import numpy as np
 import pytest
 
-from scheduler_ext.engine import CandidateRequest, CapacityIndex, reference, synthetic
+from scheduler_ext.engine import CapacityIndex
+from scheduler_ext.lab import reference, synthetic
+from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement, Inventory
 
 
@@ -149,7 +151,7 @@ def test_empty_index():
 
 
 def test_limited_answer_is_the_head_of_the_full_one():
-    from scheduler_ext.engine.candidates import Enumerator
+    from scheduler_ext.engine.enumeration import Enumerator
 
     index = CapacityIndex.from_columnar(synthetic.bench_fleet(3000, seed=4))
     request = CandidateRequest({"VCPU": 4, "MEMORY_MB": 8192, "DISK_GB": 80})
@@ -157,7 +159,7 @@ def test_limited_answer_is_the_head_of_the_full_one():
     for limit in (1, 7, 100):
         assert index.candidates(request.replace(limit=limit))["allocation_requests"] == \
             full[:limit]
-    ev = index._evaluate(request)
-    rows = list(Enumerator(index, ev).roots_by_uuid(first=5))
+    ev = index.solver.evaluate(request)
+    rows = list(Enumerator(index, index.solver, ev).roots_by_uuid(first=5))
     assert sorted(rows) == sorted(np.flatnonzero(ev.pre).tolist())
-    assert [index._uuids[r] for r in rows] == sorted(index._uuids[r] for r in rows)
+    assert [index.uuids[r] for r in rows] == sorted(index.uuids[r] for r in rows)

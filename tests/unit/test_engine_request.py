@@ -3,7 +3,7 @@
 import pytest
 
 from scheduler_ext import errors
-from scheduler_ext.engine import CandidateRequest
+from scheduler_ext.placement.query import CandidateRequest
 
 AGG = "8592a199-7d73-4465-8df6-ab00a6243c82"
 AGG2 = "ddbd9226-d6a6-475e-a85f-0609914dd058"

@@ -11,7 +11,9 @@ import random
 import pytest
 
 from scheduler_ext import errors
-from scheduler_ext.engine import CandidateRequest, CapacityIndex, synthetic
+from scheduler_ext.engine import CapacityIndex
+from scheduler_ext.lab import synthetic
+from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.placement import EmbeddedPlacement, Inventory
 
 T1, T2, T3 = synthetic.CUSTOM_TRAITS

@@ -6,7 +6,8 @@ import uuid
 import pytest
 
 from scheduler_ext import errors
-from scheduler_ext.engine import CandidateRequest, CapacityIndex
+from scheduler_ext.engine import CapacityIndex
+from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement, Inventory
 
 AGG = "8592a199-7d73-4465-8df6-ab00a6243c82"
@@ -50,9 +51,9 @@ def roots(index, released=None, **resources):
 def test_apply_claim_and_release(two_hosts):
     p, n, index = two_hosts
     assert roots(index, VCPU=3) == sorted([n["cn1"], n["cn2"]])
-    before = index._cols["VCPU"].free
+    before = index.columns["VCPU"].free
     assert index.apply({n["cn1"]: {"VCPU": 2}}) == []
-    assert index._cols["VCPU"].free is before  # in place, no rebuild
+    assert index.columns["VCPU"].free is before  # in place, no rebuild
     assert roots(index, VCPU=3) == [n["cn2"]]
     assert index.usage(n["cn1"]) == {"VCPU": 2, "MEMORY_MB": 0}
     index.apply({n["cn1"]: {"VCPU": 2}}, sign=-1)
@@ -78,9 +79,9 @@ def test_refresh_by_generation(two_hosts):
     assert index.refresh_provider(rec) is False  # same generation: skipped
     claim(p, {n["cn1"]: {"VCPU": 4}})
     assert roots(index, VCPU=1) == sorted([n["cn1"], n["cn2"]])  # stale
-    free = index._cols["VCPU"].free
+    free = index.columns["VCPU"].free
     assert index.refresh_provider(record(p, n["cn1"])) is True
-    assert index._cols["VCPU"].free is free
+    assert index.columns["VCPU"].free is free
     assert roots(index, VCPU=1) == [n["cn2"]]
     assert index.generation(n["cn1"]) == record(p, n["cn1"]).provider.generation
 

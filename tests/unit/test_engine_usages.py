@@ -3,8 +3,9 @@ aggregate) leaves the index as a fresh build would."""
 
 import uuid
 
-from scheduler_ext import fleet
-from scheduler_ext.engine import CandidateRequest, CapacityIndex
+from scheduler_ext.lab import fleet
+from scheduler_ext.engine import CapacityIndex
+from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement
 
 

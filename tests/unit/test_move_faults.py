@@ -12,9 +12,10 @@ import uuid
 
 import pytest
 
-from scheduler_ext import errors, invariants
+from scheduler_ext import errors
+from scheduler_ext.lab import invariants
 from scheduler_ext.placement import EmbeddedPlacement
-from scheduler_ext.reconcile import Reconciler
+from scheduler_ext.moves.reconcile import Reconciler
 from tests.unit.moves import dump, shared_storage, small_host, start
 
 AGG = str(uuid.UUID(int=9))

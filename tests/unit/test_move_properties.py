@@ -9,9 +9,10 @@ same-host resize); nothing is left once its moves end and reconcile ran."""
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from scheduler_ext import errors, fleet, invariants
+from scheduler_ext import errors
+from scheduler_ext.lab import fleet, invariants
 from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement
-from scheduler_ext.reconcile import Reconciler
+from scheduler_ext.moves.reconcile import Reconciler
 from tests.unit.moves import start, uuid_factory
 
 FLAVORS = [

@@ -13,7 +13,7 @@ import itertools
 import math
 from typing import Iterable, Iterator, Mapping
 
-from scheduler_ext.engine.request import CandidateRequest
+from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.placement.model import FleetSnapshot
 
 from scheduler_ext.placement.model import SHARING_TRAIT as SHARING  # noqa: E402

@@ -22,10 +22,11 @@ import random
 import time
 import uuid as uuidlib
 
-from scheduler_ext import errors, fleet, invariants
-from scheduler_ext.audit import dump_instances, load_instances
+from scheduler_ext import errors
+from scheduler_ext.lab import fleet, invariants
+from scheduler_ext.moves.reconcile import dump_instances, load_instances
 from scheduler_ext.driver import SchedulerDriver, make_conf
-from scheduler_ext.novamodel import NovaModel
+from scheduler_ext.lab.nova_model import NovaModel
 from scheduler_ext.placement.http import HttpPlacement
 
 FLAVORS = ({"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 20},
@@ -78,8 +79,8 @@ def run_once(workers: int, *, hosts: int = 30, ops: int = 40,
              wsgi_workers: int = 4, seed: int = 0) -> dict:
     """One run with ``workers`` scheduler processes; returns the figures
     and the list of invariant violations found in placement afterwards."""
-    from scheduler_ext.placement.postgres import LocalPostgres
-    from scheduler_ext.placement.server import LocalPlacement
+    from scheduler_ext.lab.postgres import LocalPostgres
+    from scheduler_ext.lab.placement_server import LocalPlacement
 
     with LocalPostgres() as db, \
             LocalPlacement(workers=wsgi_workers, database_url=db) as url:

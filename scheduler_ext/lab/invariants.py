@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from scheduler_ext.placement import PlacementClient
-from scheduler_ext.placement.client import allocation_totals
-from scheduler_ext.reconcile import InstanceState
+from scheduler_ext.placement import PlacementClient, allocations
+from scheduler_ext.moves.reconcile import InstanceState
 
 
 
@@ -33,10 +32,7 @@ def check_providers(client: PlacementClient) -> list[str]:
     for prov in client.list_providers():
         _, invs = client.get_inventories(prov.uuid)
         usages = client.get_usages(prov.uuid)
-        summed: dict[str, int] = {}
-        for res in client.get_provider_allocations(prov.uuid).values():
-            for rc, n in res.items():
-                summed[rc] = summed.get(rc, 0) + n
+        summed = allocations.class_totals(client.get_provider_allocations(prov.uuid))
         for rc, inv in invs.items():
             used = usages.get(rc, 0)
             if used != summed.get(rc, 0):
@@ -61,8 +57,8 @@ def check_servers(client: PlacementClient, servers: Iterable[InstanceState],
     """
     problems = []
     for s in servers:
-        inst = allocation_totals(client.get_consumer(s.uuid).allocations)
-        migs = {m.migration_uuid: allocation_totals(client.get_consumer(m.migration_uuid).allocations)
+        inst = allocations.class_totals(client.get_consumer(s.uuid).allocations)
+        migs = {m.migration_uuid: allocations.class_totals(client.get_consumer(m.migration_uuid).allocations)
                 for m in s.moves}
         active = s.moves[-1] if s.moves and s.moves[-1].in_progress else None
         expect: list[tuple[str, dict[str, int], dict[str, int]]] = []

@@ -15,11 +15,11 @@ from scheduler_ext import errors
 
 #: sub-command -> (module, one-line help)
 COMMANDS = {
-    "simulate": ("scheduler_ext.simulate",
+    "simulate": ("scheduler_ext.cmd.simulate",
                  "replay resize/migrate scenarios on an embedded placement"),
-    "bench": ("scheduler_ext.bench",
+    "bench": ("scheduler_ext.cmd.bench",
               "measure the numpy engine against baselines, as ratios"),
-    "audit": ("scheduler_ext.audit",
+    "audit": ("scheduler_ext.cmd.audit",
               "check a placement against the invariants; reconcile moves"),
 }
 
@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         mod = importlib.import_module(module)
         p = sub.add_parser(name, help=help_text, description=help_text)
         mod.add_arguments(p)
-        p.set_defaults(_run=mod.run)
+        p.set_defaults(handler=mod.run)
     return parser
 
 
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s",
         level=(logging.CRITICAL, logging.WARNING, logging.DEBUG)[min(args.verbose, 2)])
     try:
-        return args._run(args)
+        return args.handler(args)
     except errors.SchedulerExtError as exc:
         print(f"scheduler-ext {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 
 from scheduler_ext import errors
-from scheduler_ext.placement.server import _free_port
+from scheduler_ext.lab.placement_server import free_port
 
 
 def _bin(name: str) -> str:
@@ -50,7 +50,7 @@ class LocalPostgres:
             shutil.chown(self._dir, "postgres", "postgres")
             self._as = ["runuser", "-u", "postgres", "--"]
         data = os.path.join(self._dir, "data")
-        port = _free_port()
+        port = free_port()
         self._run(_bin("initdb"), "-D", data, "-U", "placement", "-A", "trust",
                   "--no-sync", "-E", "UTF8")
         self._run(_bin("pg_ctl"), "-D", data, "-l",

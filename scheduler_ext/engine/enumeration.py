@@ -18,17 +18,18 @@ from typing import TYPE_CHECKING, Iterator
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
-    from scheduler_ext.engine.index import CapacityIndex, _Eval
+    from scheduler_ext.engine.index import CapacityIndex
+    from scheduler_ext.engine.solver import Evaluation, Solver
 
 
 class Enumerator:
-    """Candidates of one evaluated query (``CapacityIndex._evaluate``)."""
+    """Candidates of one evaluated query (``Solver.evaluate``)."""
 
-    def __init__(self, index: "CapacityIndex", ev: "_Eval"):
+    def __init__(self, index: "CapacityIndex", solver: "Solver", ev: "Evaluation"):
         self.ix = index
         self.ev = ev
-        self.names = index._traits.names
-        self.aggsets = index._aggs.sets
+        self.names = index.traits.names
+        self.aggsets = index.aggregates.sets
         # rc -> aggregate id -> sharing rows that may supply rc, and
         # rc -> row -> rank in preference order (most free first, uuid)
         self.by_agg: dict[str, dict[int, list[int]]] = {}
@@ -37,7 +38,7 @@ class Enumerator:
             supply = ev.shared[rc]
             if not len(supply):
                 continue
-            ranked = index._preference(supply, rc).tolist()
+            ranked = solver.preference(supply, rc).tolist()
             self.rank[rc] = {r: i for i, r in enumerate(ranked)}
             by_agg: dict[int, list[int]] = {}
             for r in ranked:
@@ -88,17 +89,17 @@ class Enumerator:
         chunk = first or len(rest)
         while len(rest):
             if chunk < len(rest):
-                hi = ix._hi[rest]
+                hi = ix.key_hi[rest]
                 edge = np.partition(hi, chunk - 1)[chunk - 1]
                 take = hi <= edge  # ties in the high half stay together
                 head, rest = rest[take], rest[~take]
             else:
                 head, rest = rest, rest[:0]
-            yield from head[np.lexsort((ix._lo[head], ix._hi[head]))].tolist()
+            yield from head[np.lexsort((ix.key_lo[head], ix.key_hi[head]))].tolist()
             chunk *= 4
 
     def allocation_request(self, combo: tuple[int, ...]) -> dict:
-        u = self.ix._uuids
+        u = self.ix.uuids
         allocs: dict[str, dict] = {}
         for rc, row in zip(self.ev.rcs, combo):
             allocs.setdefault(u[row], {"resources": {}})["resources"][rc] = \

@@ -17,25 +17,14 @@ import numpy as np
 from oslo_config import cfg
 
 from scheduler_ext import errors
+from scheduler_ext.engine.fit import Fit
 from scheduler_ext.engine.index import CapacityIndex
-from scheduler_ext.engine.request import CandidateRequest
 from scheduler_ext.engine.weigh import Weigher, top_k
-from scheduler_ext.placement import Allocations, PlacementClient
+from scheduler_ext.placement import Allocations, PlacementClient, allocations
 from scheduler_ext.placement.client import read_provider
+from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.placement.sql_snapshot import SqlSnapshot
-from scheduler_ext.request import ScheduleRequest
-from scheduler_ext.strategy import Candidate, MoveCandidates
-
-
-def candidate_request(request: ScheduleRequest) -> CandidateRequest:
-    """The engine query for a ScheduleRequest (its resources and filters)."""
-    return CandidateRequest(
-        resources=dict(request.resources),
-        required=request.required_traits, forbidden=request.forbidden_traits,
-        required_any=request.any_traits, member_of=request.member_of,
-        forbidden_aggregates=request.forbidden_aggregates,
-        in_tree=request.in_tree, root_required=request.root_required,
-        root_forbidden=request.root_forbidden)
+from scheduler_ext.sources.base import Candidate, MoveCandidates
 
 
 class EngineCandidateSource:
@@ -79,7 +68,7 @@ class EngineCandidateSource:
         moved = [u for u, g in gens.items() if self.index.generation(u) != g]
         for record in self.sql.snapshot(moved).providers:
             self.index.refresh_provider(record)
-        for u in [u for u in self.index._row_of if u not in gens]:
+        for u in [u for u in self.index.row_of if u not in gens]:
             self.index.remove_provider(u)
         self.index.replace_usages(self.sql.usage_rows())
 
@@ -93,16 +82,16 @@ class EngineCandidateSource:
             self.index.refresh_provider(record)
 
     # --------------------------------------------------------- candidates
-    def candidates(self, request: ScheduleRequest, *, limit: int) -> list[Candidate]:
+    def candidates(self, query: CandidateRequest, *, limit: int) -> list[Candidate]:
         choices = self.index.select(
-            candidate_request(request), weigher=self.weigher, k=limit,
+            query, weigher=self.weigher, k=limit,
             host_subset_size=self.host_subset_size)
-        return [Candidate(c.root, _allocs(c.allocation_request), c.weight)
+        return [Candidate(c.root, allocations.from_request(c.allocation_request),
+                          c.weight)
                 for c in choices]
 
-    def move_candidates(self, request: ScheduleRequest, *, limit: int,
+    def move_candidates(self, query: CandidateRequest, *, limit: int,
                         source: str, released: Allocations | None) -> MoveCandidates:
-        query = candidate_request(request)
         fit_r = self.index.fit(query, released) if released else None
         fit_h = self.index.fit(query)
         weigh_fit = fit_r if fit_r is not None else fit_h
@@ -110,7 +99,7 @@ class EngineCandidateSource:
         # every host weighed against the same (released) view
         pos_h = np.searchsorted(weigh_fit.rows, fit_h.rows)
         w_h = weights[pos_h]
-        src_row = self.index._row_of.get(source)
+        src_row = self.index.row_of.get(source)
         same = held_source = None
         if src_row is not None:
             i = _position(weigh_fit.rows, src_row)
@@ -121,8 +110,8 @@ class EngineCandidateSource:
                 held_source = _candidate(fit_h, j, w_h[j])
         keep = fit_h.rows != (src_row if src_row is not None else -1)
         idx = np.flatnonzero(keep)
-        order = top_k(w_h[idx], self.index._hi[fit_h.rows[idx]],
-                      self.index._lo[fit_h.rows[idx]], limit)
+        order = top_k(w_h[idx], self.index.key_hi[fit_h.rows[idx]],
+                      self.index.key_lo[fit_h.rows[idx]], limit)
         others = [_candidate(fit_h, int(idx[k]), w_h[idx[k]]) for k in order.tolist()]
         return MoveCandidates(same, others, held_source)
 
@@ -132,11 +121,7 @@ def _position(rows: np.ndarray, row: int) -> int | None:
     return i if i < len(rows) and rows[i] == row else None
 
 
-def _candidate(fit, i: int, weight: float) -> Candidate:
+def _candidate(fit: Fit, i: int, weight: float) -> Candidate:
     return Candidate(fit.uuids(np.array([i]))[0],
-                     _allocs(fit.allocation_request(i)), float(weight))
-
-
-def _allocs(allocation_request: dict) -> dict[str, dict[str, int]]:
-    return {rp: dict(v["resources"])
-            for rp, v in allocation_request["allocations"].items()}
+                     allocations.from_request(fit.allocation_request(i)),
+                     float(weight))

@@ -13,15 +13,15 @@ with ``uuid``, ``host``, ``resources``, ``project_id``, ``user_id`` and
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 
 from oslo_config import cfg
 
 from scheduler_ext import conf as se_conf
-from scheduler_ext import errors, invariants
+from scheduler_ext import errors
+from scheduler_ext.lab import invariants
 from scheduler_ext.placement.http import HttpPlacement
-from scheduler_ext.reconcile import InstanceState, MoveState, Reconciler
+from scheduler_ext.moves.reconcile import Reconciler, load_instances
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,30 +37,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "enables reconcile")
     parser.add_argument("--apply", action="store_true",
                         help="write the reconcile fixes (default: dry run)")
-
-
-def dump_instances(states: list[InstanceState]) -> list[dict]:
-    """The JSON form ``--instances`` reads."""
-    return [dataclasses.asdict(s) for s in states]
-
-
-def load_instances(data: list) -> list[InstanceState]:
-    """InstanceStates from their JSON form; KeyError/TypeError become an
-    InvalidRequest naming the entry."""
-    out = []
-    for i, d in enumerate(data):
-        try:
-            moves = tuple(MoveState(m["migration_uuid"], m["source"], m["dest"],
-                                    m["old_resources"], m["new_resources"],
-                                    bool(m["in_progress"]))
-                          for m in d.get("moves", ()))
-            out.append(InstanceState(d["uuid"], d["host"], d["resources"],
-                                     d["project_id"], d["user_id"], moves))
-        except (KeyError, TypeError) as exc:
-            raise errors.InvalidRequest(
-                f"instances[{i}]: missing or malformed field {exc}",
-                field=f"instances[{i}]", value=d) from exc
-    return out
 
 
 def _client(args: argparse.Namespace):

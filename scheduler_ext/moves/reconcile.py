@@ -30,9 +30,9 @@ from typing import Iterable, Mapping
 from oslo_log import log as logging
 
 from scheduler_ext import errors
-from scheduler_ext.placement import AllocationWrite, PlacementClient
-from scheduler_ext.placement.client import allocation_totals
-from scheduler_ext.placement.model import SHARING_TRAIT
+from scheduler_ext.placement import (SHARING_TRAIT, AllocationWrite, Allocations,
+                                     ConsumerAllocations, PlacementClient,
+                                     allocations)
 
 LOG = logging.getLogger(__name__)
 
@@ -101,83 +101,83 @@ class Reconciler:
 
     # ------------------------------------------------------------ planning
     def plan(self, inst: InstanceState) -> Fix | None:
+        """The one write that brings ``inst`` to its targets (module
+        docstring), or None when placement already agrees."""
         held = self.client.get_consumer(inst.uuid)
         migs = {m.migration_uuid: self.client.get_consumer(m.migration_uuid)
                 for m in inst.moves}
         active = [m for m in inst.moves if m.in_progress]
-        # classes a flavor gives; anything else a consumer holds (ports,
-        # accelerators, PCI devices...) is kept exactly where it is
-        managed = set(inst.resources).union(
-            *(set(m.old_resources) | set(m.new_resources) for m in inst.moves))
-        keep = lambda allocs: {rp: {rc: n for rc, n in res.items()  # noqa: E731
-                                    if rc not in managed}
-                               for rp, res in allocs.items()}
-        targets: dict[str, dict[str, dict[str, int]]] = {}
-        reasons: list[str] = []
+        plan = _Plan(inst, held, migs)
         if not active:
-            # where the flavor sits: the instance's providers, else those of
-            # a migration left holding it (a conductor that died mid-move)
-            left = {rp: dict(res) for m in migs.values()
-                    for rp, res in m.allocations.items()}
-            want = _merge(self._place(inst.resources, inst.host,
-                                      held.allocations, left),
-                          keep(held.allocations))
-            if want != _norm(held.allocations):
-                targets[inst.uuid] = want
-                reasons.append(f"instance holds {_norm(held.allocations)}, "
-                               f"live flavor needs {want}")
-            for m in inst.moves:
-                if migs[m.migration_uuid].allocations:
-                    targets[m.migration_uuid] = {}
-                    reasons.append(f"finished migration {m.migration_uuid} "
-                                   "still holds allocations")
+            self._settled(plan)
+        elif active[-1].source == active[-1].dest:
+            self._same_host(plan, active[-1])
         else:
-            move = active[-1]
-            mig = migs[move.migration_uuid]
-            if move.source == move.dest:
-                need = {rc: max(move.old_resources.get(rc, 0),
-                                move.new_resources.get(rc, 0))
-                        for rc in set(move.old_resources) | set(move.new_resources)}
-                both = {rp: dict(res) for rp, res in held.allocations.items()}
-                for rp, res in mig.allocations.items():
-                    for rc, n in res.items():
-                        both.setdefault(rp, {})[rc] = both.get(rp, {}).get(rc, 0) + n
-                have = {rc: n for rc, n in allocation_totals(held.allocations).items()
-                        if rc in managed}
-                if have != need or mig.allocations:
-                    targets[inst.uuid] = _merge(
-                        self._place(need, move.source, both), keep(both))
-                    if mig.allocations:
-                        targets[move.migration_uuid] = {}
-                    reasons.append(
-                        f"same-host move: instance holds "
-                        f"{allocation_totals(held.allocations)} and migration "
-                        f"{allocation_totals(mig.allocations)}; the instance should hold "
-                        f"max(old, new) = {need} and the migration nothing")
-            else:
-                for consumer, res, host, who in (
-                        (move.migration_uuid, move.old_resources, move.source,
-                         "migration"),
-                        (inst.uuid, move.new_resources, move.dest, "instance")):
-                    current = (mig if consumer == move.migration_uuid else held)
-                    have = {rc: n for rc, n in
-                            allocation_totals(current.allocations).items()
-                            if rc in managed}
-                    if have != dict(res):
-                        targets[consumer] = _merge(
-                            self._place(res, host, current.allocations),
-                            keep(current.allocations))
-                        reasons.append(f"{who} of move {move.migration_uuid} "
-                                       f"holds {have}, needs {dict(res)}")
-        if not targets:
+            self._other_host(plan, active[-1])
+        if not plan.targets:
             return None
         writes = {}
-        for consumer, allocs in targets.items():
+        for consumer, allocs in plan.targets.items():
             current = held if consumer == inst.uuid else migs[consumer]
             ctype = "INSTANCE" if consumer == inst.uuid else "MIGRATION"
             writes[consumer] = AllocationWrite(
                 allocs, inst.project_id, inst.user_id, current.generation, ctype)
-        return Fix(inst.uuid, "; ".join(reasons), writes)
+        return Fix(inst.uuid, "; ".join(plan.reasons), writes)
+
+    def _settled(self, plan: "_Plan") -> None:
+        """No move in progress: the instance holds its live flavor, the
+        finished migrations nothing."""
+        inst, held = plan.inst, plan.held
+        # where the flavor sits: the instance's providers, else those of a
+        # migration left holding it (a conductor that died mid-move)
+        left = allocations.total(*(m.allocations for m in plan.migs.values()))
+        want = allocations.merge_missing(
+            self._place(inst.resources, inst.host, held.allocations, left),
+            plan.keep(held.allocations))
+        if want != allocations.copy(held.allocations):
+            plan.target(inst.uuid, want,
+                        f"instance holds {allocations.copy(held.allocations)}, "
+                        f"live flavor needs {want}")
+        for m in inst.moves:
+            if plan.migs[m.migration_uuid].allocations:
+                plan.target(m.migration_uuid, {},
+                            f"finished migration {m.migration_uuid} "
+                            "still holds allocations")
+
+    def _same_host(self, plan: "_Plan", move: MoveState) -> None:
+        """A same-host move in progress: the instance holds max(old, new),
+        the migration nothing."""
+        held, mig = plan.held, plan.migs[move.migration_uuid]
+        need = {rc: max(move.old_resources.get(rc, 0),
+                        move.new_resources.get(rc, 0))
+                for rc in set(move.old_resources) | set(move.new_resources)}
+        both = allocations.total(held.allocations, mig.allocations)
+        if plan.managed_totals(held.allocations) == need and not mig.allocations:
+            return
+        plan.target(plan.inst.uuid, allocations.merge_missing(
+            self._place(need, move.source, both), plan.keep(both)),
+            f"same-host move: instance holds "
+            f"{allocations.class_totals(held.allocations)} and migration "
+            f"{allocations.class_totals(mig.allocations)}; the instance should "
+            f"hold max(old, new) = {need} and the migration nothing")
+        if mig.allocations:
+            plan.targets[move.migration_uuid] = {}
+
+    def _other_host(self, plan: "_Plan", move: MoveState) -> None:
+        """A move to another host in progress: the migration holds the old
+        flavor on the source, the instance the new one on the destination."""
+        for consumer, res, host, who in (
+                (move.migration_uuid, move.old_resources, move.source, "migration"),
+                (plan.inst.uuid, move.new_resources, move.dest, "instance")):
+            current = (plan.migs[consumer] if consumer == move.migration_uuid
+                       else plan.held)
+            have = plan.managed_totals(current.allocations)
+            if have != dict(res):
+                plan.target(consumer, allocations.merge_missing(
+                    self._place(res, host, current.allocations),
+                    plan.keep(current.allocations)),
+                    f"{who} of move {move.migration_uuid} holds {have}, "
+                    f"needs {dict(res)}")
 
     def _place(self, resources: Mapping[str, int], host: str,
                current: Mapping[str, Mapping[str, int]],
@@ -232,18 +232,56 @@ class Reconciler:
             "sharing provider in its aggregates", field="resource_class", value=rc)
 
 
-def _norm(allocs: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
-    return {rp: dict(res) for rp, res in allocs.items() if res}
+class _Plan:
+    """The targets of one instance's fix while they are being worked out."""
+
+    def __init__(self, inst: InstanceState, held: ConsumerAllocations,
+                 migs: Mapping[str, ConsumerAllocations]):
+        self.inst, self.held, self.migs = inst, held, migs
+        self.targets: dict[str, dict[str, dict[str, int]]] = {}
+        self.reasons: list[str] = []
+        # classes a flavor gives; anything else a consumer holds (ports,
+        # accelerators, PCI devices...) is kept exactly where it is
+        self.managed = set(inst.resources).union(
+            *(set(m.old_resources) | set(m.new_resources) for m in inst.moves))
+
+    def target(self, consumer: str, allocs: dict[str, dict[str, int]],
+               reason: str) -> None:
+        self.targets[consumer] = allocs
+        self.reasons.append(reason)
+
+    def keep(self, allocs: Allocations) -> dict[str, dict[str, int]]:
+        """The entries of classes no flavor gives (kept where they are)."""
+        return allocations.only_classes(allocs, self.managed, exclude=True)
+
+    def managed_totals(self, allocs: Allocations) -> dict[str, int]:
+        """Units per flavor-given class."""
+        return allocations.class_totals(
+            allocations.only_classes(allocs, self.managed))
 
 
-def _merge(a: Mapping[str, Mapping[str, int]],
-           b: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
-    """``a`` plus the classes of ``b`` it does not name, per provider."""
-    out = {rp: dict(res) for rp, res in a.items()}
-    for rp, res in b.items():
-        for rc, n in res.items():
-            out.setdefault(rp, {}).setdefault(rc, n)
-    return _norm(out)
+def dump_instances(states: Iterable[InstanceState]) -> list[dict]:
+    """The JSON form of instance states (what ``load_instances`` reads)."""
+    return [dataclasses.asdict(s) for s in states]
+
+
+def load_instances(data: list) -> list[InstanceState]:
+    """InstanceStates from their JSON form; a missing or malformed field is
+    an InvalidRequest naming the entry."""
+    out = []
+    for i, d in enumerate(data):
+        try:
+            moves = tuple(MoveState(m["migration_uuid"], m["source"], m["dest"],
+                                    m["old_resources"], m["new_resources"],
+                                    bool(m["in_progress"]))
+                          for m in d.get("moves", ()))
+            out.append(InstanceState(d["uuid"], d["host"], d["resources"],
+                                     d["project_id"], d["user_id"], moves))
+        except (KeyError, TypeError) as exc:
+            raise errors.InvalidRequest(
+                f"instances[{i}]: missing or malformed field {exc}",
+                field=f"instances[{i}]", value=d) from exc
+    return out
 
 
 def audit(client: PlacementClient, instances: Iterable[InstanceState]) -> list[Fix]:
@@ -251,4 +289,5 @@ def audit(client: PlacementClient, instances: Iterable[InstanceState]) -> list[F
     return Reconciler(client).run(instances, apply=False)
 
 
-__all__ = ["Fix", "InstanceState", "MoveState", "Reconciler", "audit"]
+__all__ = ["Fix", "InstanceState", "MoveState", "Reconciler", "audit",
+           "dump_instances", "load_instances"]

@@ -31,9 +31,9 @@ from oslo_log import log as logging
 
 from scheduler_ext import errors
 from scheduler_ext.placement import AllocationWrite, PlacementClient
-from scheduler_ext.reconcile import InstanceState, MoveState
-from scheduler_ext.request import MoveContext, ScheduleRequest
-from scheduler_ext.strategy import Selection
+from scheduler_ext.moves.reconcile import InstanceState, MoveState
+from scheduler_ext.moves.request import MoveContext, ScheduleRequest, Selection
+from scheduler_ext.placement.query import CandidateRequest
 
 LOG = logging.getLogger(__name__)
 
@@ -81,14 +81,14 @@ class NovaModel:
 
     def _request(self, server: Server, resources: Mapping[str, int],
                  move: MoveContext | None) -> ScheduleRequest:
-        return ScheduleRequest((server.uuid,), dict(resources),
+        return ScheduleRequest((server.uuid,), CandidateRequest(resources),
                                self.project_id, self.user_id, move=move)
 
     # ---------------------------------------------------------- lifecycle
     def boot(self, flavor: Mapping[str, int], server_uuid: str | None = None) -> Server:
         server_uuid = server_uuid or self._uuid()
-        req = ScheduleRequest((server_uuid,), dict(flavor), self.project_id,
-                              self.user_id)
+        req = ScheduleRequest((server_uuid,), CandidateRequest(flavor),
+                              self.project_id, self.user_id)
         selections = self.scheduler(req)[0]
         server = Server(server_uuid, dict(flavor), selections[0].root,
                         alternates=selections[1:])

@@ -197,55 +197,11 @@ class CandidateRequest:
         Raises ``Unsupported`` for suffixed groups and ``same_subtree``,
         ``InvalidRequest`` for malformed or unknown parameters.
         """
-        pairs: list[tuple[str, str]] = []
-        items = params.items() if isinstance(params, Mapping) else params
-        for key, value in items:
-            values = value if isinstance(value, (list, tuple)) else [value]
-            pairs += [(key, v) for v in values]
-        by_key: dict[str, list[str]] = {}
-        for key, value in pairs:
-            if not isinstance(value, str):
-                raise _bad(key, value, "query values are strings")
-            if key == "same_subtree" or _SUFFIXED.match(key):
-                raise errors.Unsupported(
-                    f"query parameter {key!r}: granular request groups and "
-                    "same_subtree are answered by placement, not the engine")
-            if key not in _KNOWN:
-                raise _bad(key, value, "unknown query parameter")
-            by_key.setdefault(key, []).append(value)
-        for key in ("resources", "in_tree", "root_required", "limit", "group_policy"):
-            if len(by_key.get(key, [])) > 1:
-                raise _bad(key, by_key[key], "may be given only once")
-        if "resources" not in by_key:
-            raise _bad("resources", None, "is required")
-        resources: dict[str, int] = {}
-        for item in by_key["resources"][0].split(","):
-            rc, sep, amount = item.partition(":")
-            if not sep or not amount.strip().lstrip("-").isdigit():
-                raise _bad("resources", item, "expected RESOURCE_CLASS:AMOUNT")
-            if rc in resources:
-                raise _bad("resources", rc, "resource class given twice")
-            resources[rc] = int(amount)
+        by_key = _by_key(params)
         required, forbidden, groups = _parse_traits(by_key.get("required", []))
-        member_of, bad_aggs = [], set()
-        for value in by_key.get("member_of", []):
-            neg = value.startswith("!")
-            body = value[1:] if neg else value
-            if body.startswith("in:"):
-                aggs = body[3:].split(",")
-            elif "," in body:
-                raise _bad("member_of", value, "several aggregates need the in: prefix")
-            else:
-                aggs = [body]
-            if neg:
-                bad_aggs.update(aggs)
-            else:
-                member_of.append(aggs)
-        root_req: set[str] = set()
-        root_forb: set[str] = set()
-        for value in by_key.get("root_required", []):
-            for t in value.split(","):
-                (root_forb if t.startswith("!") else root_req).add(t.lstrip("!"))
+        member_of, bad_aggs = _parse_member_of(by_key.get("member_of", []))
+        root_req, root_forb = _split_negated(
+            t for value in by_key.get("root_required", []) for t in value.split(","))
         limit = None
         if "limit" in by_key:
             text = by_key["limit"][0]
@@ -254,7 +210,8 @@ class CandidateRequest:
             limit = int(text)
         if "group_policy" in by_key and by_key["group_policy"][0] not in ("none", "isolate"):
             raise _bad("group_policy", by_key["group_policy"][0], "must be none or isolate")
-        return cls(resources=resources, required=frozenset(required),
+        return cls(resources=_parse_resources(by_key["resources"][0]),
+                   required=frozenset(required),
                    forbidden=frozenset(forbidden), required_any=tuple(groups),
                    member_of=tuple(member_of), forbidden_aggregates=frozenset(bad_aggs),
                    in_tree=by_key.get("in_tree", [None])[0],
@@ -263,9 +220,76 @@ class CandidateRequest:
                    randomize=randomize)
 
 
+def _by_key(params: Mapping[str, Any] | Sequence[tuple[str, str]]) -> dict[str, list[str]]:
+    """The values of each known parameter, checked for type, repetition and
+    presence of ``resources``."""
+    pairs: list[tuple[str, str]] = []
+    items = params.items() if isinstance(params, Mapping) else params
+    for key, value in items:
+        values = value if isinstance(value, (list, tuple)) else [value]
+        pairs += [(key, v) for v in values]
+    by_key: dict[str, list[str]] = {}
+    for key, value in pairs:
+        if not isinstance(value, str):
+            raise _bad(key, value, "query values are strings")
+        if key == "same_subtree" or _SUFFIXED.match(key):
+            raise errors.Unsupported(
+                f"query parameter {key!r}: granular request groups and "
+                "same_subtree are answered by placement, not the engine")
+        if key not in _KNOWN:
+            raise _bad(key, value, "unknown query parameter")
+        by_key.setdefault(key, []).append(value)
+    for key in ("resources", "in_tree", "root_required", "limit", "group_policy"):
+        if len(by_key.get(key, [])) > 1:
+            raise _bad(key, by_key[key], "may be given only once")
+    if "resources" not in by_key:
+        raise _bad("resources", None, "is required")
+    return by_key
+
+
+def _parse_resources(value: str) -> dict[str, int]:
+    resources: dict[str, int] = {}
+    for item in value.split(","):
+        rc, sep, amount = item.partition(":")
+        if not sep or not amount.strip().lstrip("-").isdigit():
+            raise _bad("resources", item, "expected RESOURCE_CLASS:AMOUNT")
+        if rc in resources:
+            raise _bad("resources", rc, "resource class given twice")
+        resources[rc] = int(amount)
+    return resources
+
+
+def _parse_member_of(values: Iterable[str]) -> tuple[list[list[str]], set[str]]:
+    """(any-of aggregate lists, forbidden aggregates)."""
+    member_of: list[list[str]] = []
+    bad_aggs: set[str] = set()
+    for value in values:
+        neg = value.startswith("!")
+        body = value[1:] if neg else value
+        if body.startswith("in:"):
+            aggs = body[3:].split(",")
+        elif "," in body:
+            raise _bad("member_of", value, "several aggregates need the in: prefix")
+        else:
+            aggs = [body]
+        if neg:
+            bad_aggs.update(aggs)
+        else:
+            member_of.append(aggs)
+    return member_of, bad_aggs
+
+
+def _split_negated(names: Iterable[str]) -> tuple[set[str], set[str]]:
+    """(names, names given with a leading ``!``)."""
+    plain: set[str] = set()
+    negated: set[str] = set()
+    for name in names:
+        (negated if name.startswith("!") else plain).add(name.lstrip("!"))
+    return plain, negated
+
+
 def _parse_traits(values: Iterable[str]) -> tuple[set[str], set[str], list[list[str]]]:
-    required: set[str] = set()
-    forbidden: set[str] = set()
+    plain: list[str] = []
     groups: list[list[str]] = []
     for value in values:
         if value.startswith("in:"):
@@ -273,7 +297,7 @@ def _parse_traits(values: Iterable[str]) -> tuple[set[str], set[str], list[list[
             if any(n.startswith("!") for n in names):
                 raise _bad("required", value, "an in: group cannot hold forbidden traits")
             groups.append(names)
-            continue
-        for name in value.split(","):
-            (forbidden if name.startswith("!") else required).add(name.lstrip("!"))
+        else:
+            plain += value.split(",")
+    required, forbidden = _split_negated(plain)
     return required, forbidden, groups

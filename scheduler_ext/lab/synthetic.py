@@ -17,8 +17,8 @@ import uuid as uuidlib
 import numpy as np
 
 from scheduler_ext import errors
-from scheduler_ext.engine.columnar import ColumnarFleet, InventoryColumns
-from scheduler_ext.engine.request import CandidateRequest
+from scheduler_ext.engine.fleet_arrays import ColumnarFleet, InventoryColumns
+from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.placement.model import MAX_INT, AllocationWrite, Inventory
 
 from scheduler_ext.placement.model import SHARING_TRAIT as SHARING  # noqa: E402
@@ -200,7 +200,6 @@ def random_requests(spec: FleetSpec, rng: random.Random, count: int) -> list[Can
     filters are drawn from that provider's traits/aggregates half the time.
     """
     classes = ["VCPU", "MEMORY_MB", "DISK_GB", spec.custom_rc]
-    traits = list(CUSTOM_TRAITS + STANDARD_TRAITS)
     used: dict[tuple[str, str], int] = {}
     for allocs in spec.consumers.values():
         for rp, res in allocs.items():
@@ -215,53 +214,64 @@ def random_requests(spec: FleetSpec, rng: random.Random, count: int) -> list[Can
         rcs = rng.sample(own, min(len(own), rng.choice([1, 2, 3, 3]))) or ["VCPU"]
         if rng.random() < 0.3:
             rcs.append(rng.choice([rc for rc in classes if rc not in rcs]))
-        resources = {}
-        for rc in rcs:
-            pools = [p for p in holders[rc] if p is target or (
-                SHARING in p.traits and p.aggregates & target.aggregates)]
-            pool = pools or holders[rc]
-            if not pool:
-                resources[rc] = rng.randint(1, 8)
-                continue
-            p = rng.choice(pool)
-            inv = p.inventories[rc]
-            free = int((inv.total - inv.reserved) * inv.allocation_ratio) \
-                - used.get((p.uuid, rc), 0)
-            amount = _chunk(inv, free, rng) if rng.random() < 0.7 else 0
-            if not amount:
-                amount = rng.choice([1, inv.min_unit, inv.step_size * rng.randint(1, 3),
-                                     free, free + 1, inv.max_unit, inv.max_unit + 1,
-                                     max(1, free - inv.step_size)])
-            resources[rc] = max(1, min(amount, 10**6))
-        mine = sorted(target.traits - {SHARING})
-        pick = lambda: (rng.choice(mine) if mine and rng.random() < 0.5  # noqa: E731
-                        else rng.choice(traits))
-        kw: dict = {}
-        if rng.random() < 0.25:
-            kw["required"] = frozenset([pick()])
-        if rng.random() < 0.15:
-            kw["forbidden"] = frozenset([rng.choice(traits)])
-        if rng.random() < 0.1:
-            kw["required_any"] = (frozenset([pick(), rng.choice(traits)]),)
-        if rng.random() < 0.2:
-            own_aggs = sorted(target.aggregates)
-            kw["member_of"] = tuple(
-                frozenset([rng.choice(own_aggs)] if own_aggs and rng.random() < 0.6
-                          else rng.sample(spec.aggregates, rng.randint(1, len(spec.aggregates))))
-                for _ in range(rng.choice([1, 1, 2])))
-        if rng.random() < 0.1:
-            kw["forbidden_aggregates"] = frozenset(rng.sample(spec.aggregates, 1))
-        if rng.random() < 0.08:
-            kw["in_tree"] = target.uuid if rng.random() < 0.7 else rng.choice(spec.providers).uuid
-        if rng.random() < 0.15:
-            kw["root_forbidden"] = frozenset(["COMPUTE_STATUS_DISABLED"])
-        elif rng.random() < 0.08:
-            kw["root_required"] = frozenset([pick()])
+        resources = {rc: _amount(rc, target, holders, used, rng) for rc in rcs}
+        kw = _filters(spec, target, rng)
         try:
             out.append(CandidateRequest(resources, **kw))
         except errors.InvalidRequest:  # a drawn conflict (required & forbidden)
             continue
     return out
+
+
+def _amount(rc: str, target: ProviderSpec, holders: dict[str, list[ProviderSpec]],
+            used: dict[tuple[str, str], int], rng: random.Random) -> int:
+    """An amount of ``rc`` that mostly fits ``target`` (or a sharing
+    provider of its aggregates), else one on a capacity or unit edge."""
+    pools = [p for p in holders[rc] if p is target or (
+        SHARING in p.traits and p.aggregates & target.aggregates)]
+    pool = pools or holders[rc]
+    if not pool:
+        return rng.randint(1, 8)
+    p = rng.choice(pool)
+    inv = p.inventories[rc]
+    free = int((inv.total - inv.reserved) * inv.allocation_ratio) \
+        - used.get((p.uuid, rc), 0)
+    amount = _chunk(inv, free, rng) if rng.random() < 0.7 else 0
+    if not amount:
+        amount = rng.choice([1, inv.min_unit, inv.step_size * rng.randint(1, 3),
+                             free, free + 1, inv.max_unit, inv.max_unit + 1,
+                             max(1, free - inv.step_size)])
+    return max(1, min(amount, 10**6))
+
+
+def _filters(spec: FleetSpec, target: ProviderSpec, rng: random.Random) -> dict:
+    """Trait, aggregate and tree filters, half of them from ``target``."""
+    traits = list(CUSTOM_TRAITS + STANDARD_TRAITS)
+    mine = sorted(target.traits - {SHARING})
+    pick = lambda: (rng.choice(mine) if mine and rng.random() < 0.5  # noqa: E731
+                    else rng.choice(traits))
+    kw: dict = {}
+    if rng.random() < 0.25:
+        kw["required"] = frozenset([pick()])
+    if rng.random() < 0.15:
+        kw["forbidden"] = frozenset([rng.choice(traits)])
+    if rng.random() < 0.1:
+        kw["required_any"] = (frozenset([pick(), rng.choice(traits)]),)
+    if rng.random() < 0.2:
+        own_aggs = sorted(target.aggregates)
+        kw["member_of"] = tuple(
+            frozenset([rng.choice(own_aggs)] if own_aggs and rng.random() < 0.6
+                      else rng.sample(spec.aggregates, rng.randint(1, len(spec.aggregates))))
+            for _ in range(rng.choice([1, 1, 2])))
+    if rng.random() < 0.1:
+        kw["forbidden_aggregates"] = frozenset(rng.sample(spec.aggregates, 1))
+    if rng.random() < 0.08:
+        kw["in_tree"] = target.uuid if rng.random() < 0.7 else rng.choice(spec.providers).uuid
+    if rng.random() < 0.15:
+        kw["root_forbidden"] = frozenset(["COMPUTE_STATUS_DISABLED"])
+    elif rng.random() < 0.08:
+        kw["root_required"] = frozenset([pick()])
+    return kw
 
 
 def probe_fleet(tag: str) -> tuple[FleetSpec, dict[str, str]]:

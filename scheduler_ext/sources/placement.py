@@ -3,7 +3,7 @@
 For fleets or queries the numpy engine cannot model exactly (it raises
 Unsupported: nested providers, granular groups), placement answers. It
 cannot be asked "as if these allocations were free", so a move's release is
-real (see SameHostMoveStrategy._release) and ``virtual_release`` is False.
+real (see ``moves.release``) and ``virtual_release`` is False.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import numpy as np
 from oslo_config import cfg
 
 from scheduler_ext import errors
-from scheduler_ext.candidates import candidate_request
 from scheduler_ext.engine.weigh import Weigher
-from scheduler_ext.placement import Allocations, PlacementClient
-from scheduler_ext.placement.model import SHARING_TRAIT
-from scheduler_ext.request import ScheduleRequest
-from scheduler_ext.strategy import Candidate, MoveCandidates
+from scheduler_ext.placement import (SHARING_TRAIT, Allocations,
+                                     CandidatesEndpoint, PlacementClient,
+                                     allocations)
+from scheduler_ext.placement.query import CandidateRequest
+from scheduler_ext.sources.base import Candidate, MoveCandidates
 
 
 class PlacementCandidateSource:
@@ -28,7 +28,7 @@ class PlacementCandidateSource:
     virtual_release = False
 
     def __init__(self, client: PlacementClient, conf: cfg.ConfigOpts):
-        if not hasattr(client, "allocation_candidates"):
+        if not isinstance(client, CandidatesEndpoint):
             raise errors.Unsupported(
                 f"{type(client).__name__} has no allocation candidates "
                 "endpoint; the 'placement' engine needs a placement service")
@@ -39,17 +39,17 @@ class PlacementCandidateSource:
                                     opts.cpu_weight_multiplier,
                                     opts.disk_weight_multiplier)
 
+    def refresh(self) -> None:
+        """Nothing is cached."""
+
     def changed(self, providers: Iterable[str]) -> None:
         """Nothing is cached."""
 
-    def _ask(self, request: ScheduleRequest) -> tuple[list[Candidate], dict]:
-        query = candidate_request(request).to_query()
-        query.append(("limit", str(self.results)))
-        answer = self.client.allocation_candidates(query)
+    def _ask(self, query: CandidateRequest) -> tuple[list[Candidate], dict]:
+        params = query.replace(limit=self.results).to_query()
+        answer = self.client.allocation_candidates(params)
         summaries = answer["provider_summaries"]
-        cands = [Candidate(_root(req, summaries),
-                           {rp: dict(v["resources"])
-                            for rp, v in req["allocations"].items()})
+        cands = [Candidate(_root(req, summaries), allocations.from_request(req))
                  for req in answer["allocation_requests"]]
         return cands, summaries
 
@@ -71,15 +71,15 @@ class PlacementCandidateSource:
             best.setdefault(c.root, c)
         return list(best.values())
 
-    def candidates(self, request: ScheduleRequest, *, limit: int) -> list[Candidate]:
-        cands, summaries = self._ask(request)
+    def candidates(self, query: CandidateRequest, *, limit: int) -> list[Candidate]:
+        cands, summaries = self._ask(query)
         return self._weighed(cands, summaries)[:limit]
 
-    def move_candidates(self, request: ScheduleRequest, *, limit: int,
+    def move_candidates(self, query: CandidateRequest, *, limit: int,
                         source: str, released: Allocations | None) -> MoveCandidates:
         """Placement's current state has ``released`` already released (the
         strategy wrote it); other hosts must fit with it held again."""
-        cands, summaries = self._ask(request)
+        cands, summaries = self._ask(query)
         held = released or {}
 
         def fits_with_held(c: Candidate) -> bool:

@@ -31,7 +31,7 @@ randomize_allocation_candidates = False
 """
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -74,7 +74,7 @@ class LocalPlacement:
                         "import sys; from placement.cmd.manage import main; "
                         "sys.exit(main())", "--config-dir", self._dir, "db", "sync"],
                        env=env, check=True, capture_output=True)
-        port = _free_port()
+        port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         self._log = open(os.path.join(self._dir, "placement.log"), "w")
         self._proc = subprocess.Popen(
@@ -94,6 +94,12 @@ class LocalPlacement:
         log = self.log_tail()
         self.stop()
         raise errors.PlacementUnavailable(f"local placement did not start:\n{log}")
+
+    @property
+    def directory(self) -> str | None:
+        """The private directory (configuration, log, sqlite database) of
+        a started service."""
+        return self._dir
 
     def log_tail(self, lines: int = 40) -> str:
         if not self._dir:

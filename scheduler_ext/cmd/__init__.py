@@ -1,0 +1,3 @@
+"""The ``scheduler-ext`` command (``main``) and its sub-commands, one module
+each: ``simulate``, ``bench``, ``audit``. Operator tools; they may use the
+lab tooling (``scheduler_ext.lab``)."""

@@ -1,0 +1,56 @@
+"""The placement consumers of one scheduling decision: the instance and,
+for a move, its migration record, as read from placement."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterator
+
+from scheduler_ext.moves.request import ScheduleRequest
+from scheduler_ext.placement import ConsumerAllocations, PlacementClient, allocations
+
+#: placement consumer types (microversion 1.38)
+INSTANCE = "INSTANCE"
+MIGRATION = "MIGRATION"
+
+_EMPTY = ConsumerAllocations({})
+
+
+@dataclasses.dataclass(frozen=True)
+class Held:
+    """What the instance and (for a move) its migration hold now."""
+
+    instance_uuid: str
+    instance: ConsumerAllocations
+    migration_uuid: str | None = None
+    migration: ConsumerAllocations = _EMPTY
+
+    def consumers(self) -> Iterator[tuple[str, str, ConsumerAllocations]]:
+        """(consumer uuid, consumer type, what it holds) of each consumer."""
+        yield self.instance_uuid, INSTANCE, self.instance
+        if self.migration_uuid is not None:
+            yield self.migration_uuid, MIGRATION, self.migration
+
+    def old(self) -> allocations.AllocationDict:
+        """What the server holds now: the migration's allocations (nova's
+        conductor moved them there) plus anything the instance holds."""
+        return allocations.total(*(c.allocations for _, _, c in self.consumers()))
+
+
+def read(client: PlacementClient, request: ScheduleRequest, instance: str) -> Held:
+    """Read the instance's (and the move's migration's) allocations."""
+    held = client.get_consumer(instance)
+    if request.move is None:
+        return Held(instance, held)
+    migration = request.move.migration_uuid
+    return Held(instance, held, migration, client.get_consumer(migration))
+
+
+def move_text(request: ScheduleRequest) -> str:
+    """`` for migration M from S (same host allowed)``, or "" for a boot:
+    the tail of an error message."""
+    move = request.move
+    if move is None:
+        return ""
+    return (f" for migration {move.migration_uuid} from {move.source_root}"
+            f" (same host {'allowed' if move.allow_same_host else 'not allowed'})")

@@ -1,0 +1,226 @@
+"""Move strategies: the allocation state machine of a claim.
+
+A strategy turns a ScheduleRequest into claimed allocations and a list of
+Selections (claimed host first, then alternates). Every claim is ONE
+multi-consumer write with consumer generations, so placement is always
+either as before or as completed; there is no window in which another
+scheduler can take the space a move needs.
+
+What each consumer holds (see README "Move allocations" for the full table):
+
+====================  ===============================  ======================
+pick                  instance                         migration
+====================  ===============================  ======================
+boot                  flavor on the chosen providers   -
+same host (resize)    per-class max(old, new) on the   nothing
+                      source providers
+other host            new flavor on the destination    old flavor on every
+                                                       source provider
+                                                       (sharing ones too)
+====================  ===============================  ======================
+
+Nova then finishes the move without us: confirm deletes the migration's
+allocations, revert moves them back onto the instance (and does nothing if
+the migration holds none). After a same-host pick both leave the instance
+with max(old, new), and ``reconcile`` trims it to the live flavor: a
+decrease, which always fits.
+
+When the candidates come from placement itself the release of the old
+allocations has to be a real write; that path is ``moves.release``.
+"""
+
+from __future__ import annotations
+
+import collections
+
+from oslo_log import log as logging
+
+from scheduler_ext import errors
+from scheduler_ext.moves import consumers, release
+from scheduler_ext.moves.consumers import Held
+from scheduler_ext.moves.request import ScheduleRequest, Selection
+from scheduler_ext.placement import (AllocationWrite, Allocations,
+                                     PlacementClient, allocations)
+from scheduler_ext.sources.base import (Candidate, CandidateSource, Ranking,
+                                        RankedSource)
+
+LOG = logging.getLogger(__name__)
+
+
+class SameHostMoveStrategy:
+    """Release the old allocations from the capacity view, choose, claim.
+
+    ``release`` False gives nova's stock behaviour (see StockMoveStrategy).
+    """
+
+    release = True
+
+    def __init__(self, client: PlacementClient, source: CandidateSource, *,
+                 max_alternates: int = 2, max_claim_attempts: int = 3,
+                 prefer_same_host: bool = False):
+        self.client = client
+        self.source = source
+        #: claims tried, conflicts met, hosts claimed (for the benchmarks)
+        self.stats: collections.Counter = collections.Counter()
+        self.max_alternates = max_alternates
+        self.max_claim_attempts = max_claim_attempts
+        self.prefer_same_host = prefer_same_host
+
+    # ------------------------------------------------------------- public
+    def select(self, request: ScheduleRequest, max_alternates: int | None = None,
+               ranking: Ranking | None = None) -> list[list[Selection]]:
+        """Claim a host for every instance of the request; returns, per
+        instance, the claimed Selection then up to ``max_alternates``
+        alternates (default: the configured number). ``ranking``, when
+        given, filters and orders the candidates for this call only.
+
+        On NoValidHost for any instance, the boots already claimed for this
+        request are released again, so the request leaves nothing behind.
+        """
+        alts = self.max_alternates if max_alternates is None else max_alternates
+        source = self.source if ranking is None else RankedSource(self.source, ranking)
+        if request.move is not None:
+            return [self._place(source, request, request.instance_uuids[0], alts)]
+        done: list[str] = []
+        out = []
+        try:
+            for instance in request.instance_uuids:
+                out.append(self._place(source, request, instance, alts))
+                done.append(instance)
+        except errors.SchedulerExtError:
+            for instance in done:
+                self._undo_boot(source, instance)
+            raise
+        return out
+
+    # ----------------------------------------------------------- internals
+    def _undo_boot(self, source: CandidateSource, instance: str) -> None:
+        current = self.client.get_consumer(instance)
+        if current.allocations:
+            self.client.put_allocations(instance, current.write({}))
+            source.changed(current.allocations)
+
+    def _place(self, source: CandidateSource, request: ScheduleRequest,
+               instance: str, alts: int) -> list[Selection]:
+        move = request.move
+        limit = self.max_claim_attempts + alts + 1
+        held = consumers.read(self.client, request, instance)
+        old = held.old()
+        if move is not None and old and move.source_root not in old:
+            LOG.warning("instance %s: old allocations %s are not on the "
+                        "source %s", instance, sorted(old), move.source_root)
+        real_release = (move is not None and move.allow_same_host and
+                        self.release and bool(old) and
+                        not source.virtual_release)
+        if real_release:
+            return release.place_with_real_release(
+                self, source, request, instance, held, limit, alts)
+        # what the view may treat as free for the source host
+        released = old if self.release and source.virtual_release else None
+        return self.claim_best(source, request, instance, held, old, released,
+                               limit, alts)
+
+    def claim_best(self, source: CandidateSource, request: ScheduleRequest,
+                   instance: str, held: Held, old: Allocations,
+                   released: Allocations | None, limit: int,
+                   alts: int) -> list[Selection]:
+        """Claim the first candidate that placement accepts. ``held`` is
+        what the instance (and its migration) hold now, ``old`` the
+        server's old allocations (what a move keeps on the migration when
+        it goes elsewhere), ``released`` what the view may treat as free on
+        the source."""
+        choices, pool = self._choices(source, request, released, limit)
+        if not choices:
+            raise errors.NoValidHost(
+                f"instance {instance}: no host fits {dict(request.resources)}"
+                + consumers.move_text(request))
+        failures = []
+        for cand in choices[:self.max_claim_attempts]:
+            writes = self._writes(request, instance, held, old, cand)
+            self.stats["claims"] += 1
+            try:
+                self.client.post_allocations(writes)
+            except errors.Conflict as exc:
+                self.stats["conflicts"] += 1
+                failures.append(f"{cand.root}: {exc.detail}")
+                source.changed(cand.allocations)
+                if isinstance(exc, errors.ConcurrentUpdate):
+                    held = consumers.read(self.client, request, instance)
+                continue
+            source.changed(list(cand.allocations) + list(old))
+            self.stats["claimed"] += 1
+            LOG.info("instance %s: claimed %s on %s", instance,
+                     dict(request.resources), cand.root)
+            return [Selection(cand.root, cand.allocations)] + \
+                _alternates(cand, pool, alts)
+        raise errors.NoValidHost(
+            f"instance {instance}: every claim failed ({'; '.join(failures)})"
+            + consumers.move_text(request))
+
+    def _choices(self, source: CandidateSource, request: ScheduleRequest,
+                 released: Allocations | None, limit: int
+                 ) -> tuple[list[Candidate], list[Candidate]]:
+        """(candidates to claim, best first; alternates pool)."""
+        move = request.move
+        if move is None:
+            cands = source.candidates(request.query, limit=limit + 1)
+            return cands, cands
+        view = source.move_candidates(
+            request.query, limit=limit, source=move.source_root, released=released)
+        others = view.others
+        # alternates are claimed by nova's conductor with the old
+        # allocations held again: the source only if it fits beside them
+        pool = sorted(others + ([view.held_source] if view.held_source
+                                and move.allow_same_host else []),
+                      key=lambda c: -c.weight)
+        same = view.same_host if move.allow_same_host else None
+        if same is None:
+            return others, pool
+        if self.prefer_same_host:
+            return [same] + others, pool
+        return sorted([same] + others, key=lambda c: -c.weight), pool
+
+    def _writes(self, request: ScheduleRequest, instance: str, held: Held,
+                old: Allocations, cand: Candidate
+                ) -> dict[str, AllocationWrite]:
+        """The one write claiming ``cand`` (see the module's table)."""
+        move = request.move
+        owner = dict(project_id=request.project_id, user_id=request.user_id)
+        if move is None:
+            return {instance: held.instance.write(
+                cand.allocations, consumer_type=consumers.INSTANCE, **owner)}
+        if cand.root == move.source_root and self.release:
+            target_inst = allocations.per_class_max(old, cand.allocations)
+            target_mig: Allocations = {}
+        else:
+            target_inst, target_mig = allocations.copy(cand.allocations), old
+        writes = {instance: held.instance.write(
+            target_inst, consumer_type=consumers.INSTANCE, **owner)}
+        mig = held.migration
+        if target_mig or mig.generation is not None:
+            # an empty write for a consumer placement does not know would
+            # leave an empty consumer record behind: skip it
+            writes[move.migration_uuid] = mig.write(
+                target_mig, consumer_type=consumers.MIGRATION, **owner)
+        return writes
+
+
+def _alternates(chosen: Candidate, pool: list[Candidate],
+                alts: int) -> list[Selection]:
+    seen = {chosen.root}
+    out = []
+    for cand in pool:
+        if len(out) >= alts:
+            break
+        if cand.root not in seen:
+            seen.add(cand.root)
+            out.append(Selection(cand.root, cand.allocations))
+    return out
+
+
+class StockMoveStrategy(SameHostMoveStrategy):
+    """Nova's own behaviour, modelled for comparison: the old allocations
+    count against the source while choosing, and a same-host pick claims the
+    new flavor on top of them."""
+
+    release = False

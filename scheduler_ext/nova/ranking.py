@@ -1,0 +1,91 @@
+"""nova's enabled host filters and weighers as a ``Ranking`` of our
+candidates, for one select_destinations call.
+
+Our source answers with at most ``[scheduler] max_placement_results``
+candidates (or every one when nova asks placement without a limit); nova's
+filters drop hosts, nova's weighers order the rest (with
+``host_subset_size`` and ``shuffle_best_same_weighed_hosts``); a
+candidate's weight becomes its rank in nova's order.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Iterable, Sequence
+
+import nova.conf
+
+from scheduler_ext.moves.request import Selection
+from scheduler_ext.nova.request import allocation_request
+from scheduler_ext.sources.base import Candidate
+
+CONF = nova.conf.CONF
+
+#: The candidate limit when nova asks placement for every candidate (server
+#: groups, a host targeted without its node).
+UNLIMITED = 10 ** 9
+
+
+class NovaRanking:
+    """State of one select_destinations call: the (filtered) spec, the
+    instance index, and the HostStates read so far (they carry what the
+    earlier instances of a multi-create consumed)."""
+
+    def __init__(self, context, spec_obj, host_manager, limit: int | None):
+        self.context = context
+        self.spec_obj = spec_obj
+        self.host_manager = host_manager
+        self.limit = limit or UNLIMITED
+        #: which instance of a multi-create is being placed
+        self.index = 0
+        self.states: dict[str, Any] = {}
+
+    def host_states(self, roots: Iterable[str]) -> list:
+        """nova's HostStates of ``roots`` (read once per call)."""
+        missing = [r for r in dict.fromkeys(roots) if r not in self.states]
+        if missing:
+            for state in self.host_manager.get_host_states_by_uuids(
+                    self.context, missing, self.spec_obj):
+                self.states[state.uuid] = state
+        return [self.states[r] for r in dict.fromkeys(roots) if r in self.states]
+
+    def rank(self, cands: Sequence[Candidate]) -> list[float | None]:
+        """Per candidate: its weight in nova's order (higher is better), or
+        None when nova's host filters drop its host."""
+        by_root: dict[str, list[int]] = {}
+        for i, c in enumerate(cands):
+            by_root.setdefault(c.root, []).append(i)
+        hosts = self.host_states(by_root)
+        position: dict[int, int] = {}     # id(allocation request) -> index
+        for host in hosts:
+            host.allocation_candidates = []
+            for i in by_root[host.uuid]:
+                ar = allocation_request(Selection(cands[i].root, cands[i].allocations))
+                position[id(ar)] = i
+                host.allocation_candidates.append(ar)
+        out: list[float | None] = [None] * len(cands)
+        order = self._nova_order(hosts)
+        for pos, host in enumerate(order):
+            for ar in host.allocation_candidates:
+                i = position.get(id(ar))
+                if i is not None:
+                    out[i] = float(len(order) - pos)
+        return out
+
+    def _nova_order(self, hosts: list) -> list:
+        """The hosts nova's filters keep, in the order nova would try them."""
+        passed = [h for h in self.host_manager.get_filtered_hosts(
+                  hosts, self.spec_obj, self.index) if h.allocation_candidates]
+        if not passed:
+            return []
+        weighed = self.host_manager.get_weighed_hosts(passed, self.spec_obj)
+        if CONF.filter_scheduler.shuffle_best_same_weighed_hosts:
+            best = [w for w in weighed if w.weight == weighed[0].weight]
+            random.shuffle(best)
+            weighed = best + list(weighed[len(best):])
+        order = [w.obj for w in weighed]
+        subset = order[:max(1, CONF.filter_scheduler.host_subset_size)]
+        first = random.choice(subset)
+        order.remove(first)
+        order.insert(0, first)
+        return order

@@ -1,0 +1,136 @@
+"""nova's request objects to ours, and our answers to nova's.
+
+A RequestSpec becomes nova's own placement query string
+(``utils.resources_from_request_spec``: flavor, extra specs, image traits,
+destination aggregates, ``in_tree`` of a targeted host, ``root_required``
+such as ``OWNER_NOVA``), parsed by the one query parser
+(``CandidateRequest.from_query``). A resize or cold migration is
+recognised by its ``pre-migrating`` Migration record. What our query
+cannot express exactly raises ``UseNova``.
+"""
+
+from __future__ import annotations
+
+from urllib import parse
+
+from oslo_log import log as logging
+
+import nova.conf
+from nova import context as nova_context
+from nova import exception
+from nova import objects
+from nova.scheduler import utils as sched_utils
+
+from scheduler_ext import errors
+from scheduler_ext.moves.request import MoveContext, ScheduleRequest, Selection
+from scheduler_ext.placement import PlacementClient, allocations
+from scheduler_ext.placement.query import CandidateRequest
+
+CONF = nova.conf.CONF
+LOG = logging.getLogger(__name__)
+
+#: Microversion written into the Selections' ``allocation_request_version``:
+#: nova's conductor claims an alternate with it (PUT /allocations). 1.36 is
+#: what nova's own scheduler uses; it accepts the ``mappings`` key and does
+#: not require ``consumer_type``.
+ALLOCATION_REQUEST_VERSION = "1.36"
+#: Migration types whose allocations the conductor moves to the migration
+#: consumer before it asks the scheduler (``MigrationTask``).
+MOVE_TYPES = ("resize", "migration")
+
+
+class UseNova(Exception):
+    """Leave this request to nova's own scheduling code (the reason is the
+    message); nothing has been written."""
+
+
+def parse_query(query: str) -> CandidateRequest:
+    """Our query for nova's ``GET /allocation_candidates`` query string.
+
+    Raises UseNova for what the query type does not model (granular
+    groups, ``same_subtree``) or refuses.
+    """
+    try:
+        parsed = CandidateRequest.from_query(
+            parse.parse_qsl(query, keep_blank_values=True))
+    except errors.Unsupported as exc:
+        raise UseNova(str(exc)) from exc
+    except errors.InvalidRequest as exc:
+        raise UseNova(f"request not expressible: {exc}") from exc
+    return parsed
+
+
+def placement_query(context, spec_obj, host_manager) -> str:
+    """nova's own placement query for ``spec_obj`` (request filters must
+    have run). Raises NoValidHost when a targeted host does not exist."""
+    rr = sched_utils.resources_from_request_spec(
+        context, spec_obj, host_manager, enable_pinning_translate=True)
+    if (getattr(rr, "cpu_pinning_requested", False) and
+            not CONF.workarounds.disable_fallback_pcpu_query):
+        raise UseNova("pinned CPUs with nova's VCPU fallback query")
+    return rr.to_querystring()
+
+
+def schedule_request(query: CandidateRequest, instance_uuid: str, spec_obj,
+                     context, move: MoveContext | None) -> ScheduleRequest:
+    """Our request for one instance (UseNova if it does not validate)."""
+    user_id = (spec_obj.user_id if "user_id" in spec_obj and spec_obj.user_id
+               else context.user_id)
+    try:
+        return ScheduleRequest((instance_uuid,), query, spec_obj.project_id,
+                               user_id, move=move)
+    except errors.InvalidRequest as exc:
+        raise UseNova(f"request not expressible: {exc}") from exc
+
+
+def instance_cell(context, instance_uuid: str):
+    """The instance's CellMapping, or None when it has no mapping."""
+    try:
+        mapping = objects.InstanceMapping.get_by_instance_uuid(
+            context, instance_uuid)
+    except exception.InstanceMappingNotFound:
+        return None
+    return mapping.cell_mapping
+
+
+def find_move(context, instance_uuid: str, spec_obj,
+              client: PlacementClient) -> MoveContext | None:
+    """The resize or cold migration being scheduled for the instance, from
+    its ``pre-migrating`` Migration record (None if there is none or its
+    migration consumer holds nothing, i.e. nothing was moved to it)."""
+    cell = instance_cell(context, instance_uuid)
+    if cell is None:
+        return None
+    with nova_context.target_cell(context, cell) as cctxt:
+        migrations = [m for m in objects.MigrationList.get_by_filters(
+            cctxt, {"instance_uuid": instance_uuid, "status": "pre-migrating"})
+            if m.migration_type in MOVE_TYPES]
+        if not migrations:
+            return None
+        migration = max(migrations, key=lambda m: m.id)
+        try:
+            source = objects.ComputeNode.get_by_host_and_nodename(
+                cctxt, migration.source_compute, migration.source_node)
+        except exception.ComputeHostNotFound:
+            LOG.warning("migration %s: source node %s on %s not found",
+                        migration.uuid, migration.source_node,
+                        migration.source_compute)
+            return None
+    old = allocations.class_totals(client.get_consumer(migration.uuid).allocations)
+    if not old:
+        return None
+    ignored = (spec_obj.ignore_hosts if "ignore_hosts" in spec_obj and
+               spec_obj.ignore_hosts else ())
+    return MoveContext(
+        migration_uuid=migration.uuid, source_root=source.uuid,
+        old_resources=old,
+        allow_same_host=migration.source_compute not in ignored)
+
+
+def allocation_request(sel: Selection) -> dict:
+    """Placement's allocation request for a Selection, with the mapping of
+    the one (unsuffixed) request group, as GET /allocation_candidates
+    gives it since microversion 1.34."""
+    body = sel.allocation_request
+    body["mappings"] = {"": sorted(sel.allocations)}
+    return body

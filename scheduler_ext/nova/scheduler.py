@@ -1,0 +1,196 @@
+"""``NovaScheduler``: select_destinations for nova on top of a scheduler-ext
+driver.
+
+One call:
+
+1. nova's request filters run on a copy of the RequestSpec (so a request we
+   hand back to nova's own code is untouched);
+2. nova's placement query for the spec becomes our query
+   (``request.parse_query``);
+3. a resize or cold migration is recognised by its ``pre-migrating``
+   Migration record (``request.find_move``);
+4. our driver chooses and claims, its candidates ranked per call by nova's
+   host filters and weighers (``ranking.NovaRanking``);
+5. the claimed host and the alternates become nova ``Selection`` objects
+   carrying the allocation request the conductor claims on a reschedule.
+
+Rebuilds, evacuations (the instance still holds its allocations), calls
+from conductors older than Queens and queries our type cannot express
+raise ``UseNova``; the caller then runs nova's own code unchanged.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from oslo_log import log as logging
+
+from nova.compute import utils as compute_utils
+from nova import exception
+from nova import objects
+from nova.objects import fields as obj_fields
+from nova import rpc
+from nova.scheduler import request_filter
+from nova.scheduler import utils as sched_utils
+
+from scheduler_ext import errors
+from scheduler_ext.driver import Driver
+from scheduler_ext.moves.request import ScheduleRequest, Selection
+from scheduler_ext.nova import request as nova_request
+from scheduler_ext.nova.ranking import NovaRanking
+from scheduler_ext.nova.request import ALLOCATION_REQUEST_VERSION, UseNova
+from scheduler_ext.placement import PlacementClient
+
+LOG = logging.getLogger(__name__)
+
+
+def public_reason(exc: Exception) -> str:
+    """The NoValidHost reason users see (the details go to the log only,
+    as nova keeps its own reasons general)."""
+    if isinstance(exc, errors.PlacementUnavailable):
+        return "The placement service is unavailable."
+    return "There are not enough hosts available."
+
+
+class NovaScheduler:
+    """select_destinations for nova, on top of a scheduler-ext driver
+    (``scheduler_ext.driver.SchedulerDriver`` or another plugin of the
+    ``scheduler_ext.driver`` namespace, see ``driver.Driver``)."""
+
+    def __init__(self, driver: Driver, host_manager, client: PlacementClient):
+        self.driver = driver
+        self.host_manager = host_manager
+        self.client = client
+        self.lock = threading.Lock()
+        self.notifier = rpc.get_notifier("scheduler")
+
+    def select(self, context, spec_obj, instance_uuids, num_alts: int) -> list[list]:
+        """Per instance: the claimed nova Selection, then up to ``num_alts``
+        alternates in the same cell. Raises NoValidHost (nothing left
+        claimed) or UseNova (nothing written)."""
+        if not instance_uuids:
+            raise UseNova("no instance uuids (a conductor older than Queens)")
+        if sched_utils.request_is_rebuild(spec_obj):
+            raise UseNova("a rebuild checks the current host only")
+        spec = spec_obj.obj_clone()
+        try:
+            request_filter.process_reqspec(context, spec)
+        except exception.RequestFilterFailed as exc:
+            raise exception.NoValidHost(reason=exc.message)
+        query = nova_request.parse_query(
+            nova_request.placement_query(context, spec, self.host_manager))
+        try:
+            with self.lock:
+                return self._select(context, spec, list(instance_uuids),
+                                    query, num_alts)
+        except errors.SchedulerExtError as exc:   # placement unreachable...
+            LOG.error("scheduling %s failed: %s", instance_uuids, exc)
+            raise exception.NoValidHost(reason=public_reason(exc))
+
+    def _requests(self, context, spec, instance_uuids: list[str],
+                  query) -> list[ScheduleRequest]:
+        requests = []
+        for uuid in instance_uuids:
+            move = (nova_request.find_move(context, uuid, spec, self.client)
+                    if len(instance_uuids) == 1 else None)
+            if move is None and self.client.get_consumer(uuid).allocations:
+                raise UseNova(f"instance {uuid} already holds allocations and "
+                              "no resize or cold migration is being "
+                              "scheduled (an evacuation)")
+            requests.append(nova_request.schedule_request(
+                query, uuid, spec, context, move))
+        return requests
+
+    def _select(self, context, spec, instance_uuids: list[str],
+                query, num_alts: int) -> list[list]:
+        admin = context.elevated()
+        requests = self._requests(admin, spec, instance_uuids, query)
+        ranking = NovaRanking(admin, spec, self.host_manager, query.limit)
+        self._notify(context, spec, "start")
+        claimed: list[tuple[str, list[Selection], Any]] = []
+        try:
+            for index, request in enumerate(requests):
+                uuid = request.instance_uuids[0]
+                spec.instance_uuid = uuid
+                spec.obj_reset_changes(["instance_uuid"])
+                ranking.index = index
+                sels = self._claim(ranking, request, num_alts)
+                host = ranking.states[sels[0].root]
+                claimed.append((uuid, sels, host))
+                self._consume(host, spec, uuid)
+        except Exception:
+            for uuid, _, _ in claimed:
+                if requests[0].move is None:
+                    self._release(uuid)
+            for _, _, host in claimed:
+                host.updated = None     # re-read from the database next time
+            raise
+        self._notify(context, spec, "end")
+        taken = {host.uuid for _, _, host in claimed}
+        return [_nova_selections(ranking, sels, host, num_alts, taken)
+                for _, sels, host in claimed]
+
+    def _claim(self, ranking: NovaRanking, request: ScheduleRequest,
+               num_alts: int) -> list[Selection]:
+        uuid = request.instance_uuids[0]
+        try:
+            return self.driver.select_destinations(request, num_alts, ranking)[0]
+        except errors.NoValidHost as exc:
+            LOG.info("no valid host for instance %s: %s", uuid, exc)
+            raise exception.NoValidHost(
+                reason="There are not enough hosts available.")
+        except errors.Unsupported as exc:
+            raise UseNova(f"the engine cannot answer: {exc}") from exc
+        except errors.SchedulerExtError as exc:
+            LOG.error("scheduling instance %s failed: %s", uuid, exc)
+            raise exception.NoValidHost(reason=public_reason(exc))
+
+    def _release(self, instance_uuid: str) -> None:
+        try:
+            self.client.delete_allocations(instance_uuid)
+        except errors.NotFound:
+            pass
+        except errors.PlacementError as exc:
+            LOG.error("could not release the claim of instance %s: %s",
+                      instance_uuid, exc)
+
+    @staticmethod
+    def _consume(host, spec, instance_uuid: str) -> None:
+        """What nova does after each claim of a multi-create: the host state
+        consumes the flavor and server groups learn the host."""
+        host.consume_from_request(spec)
+        group = spec.instance_group
+        if group is None:
+            return
+        group.hosts.append(host.host)
+        group.obj_reset_changes(["hosts"])
+        host.instances.setdefault(instance_uuid,
+                                  objects.Instance(uuid=instance_uuid))
+
+    def _notify(self, context, spec, phase: str) -> None:
+        self.notifier.info(context, f"scheduler.select_destinations.{phase}",
+                           {"request_spec": spec.to_legacy_request_spec_dict()})
+        compute_utils.notify_about_scheduler_action(
+            context=context, request_spec=spec,
+            action=obj_fields.NotificationAction.SELECT_DESTINATIONS,
+            phase=getattr(obj_fields.NotificationPhase, phase.upper()))
+
+
+def _nova_selections(ranking: NovaRanking, sels: list[Selection], host,
+                     num_alts: int, taken: set[str]) -> list:
+    """nova Selections: the claimed host, then alternates of its cell."""
+    out = [objects.Selection.from_host_state(
+        host, allocation_request=nova_request.allocation_request(sels[0]),
+        allocation_request_version=ALLOCATION_REQUEST_VERSION)]
+    for sel in sels[1:]:
+        if len(out) > num_alts:
+            break
+        alt = ranking.states.get(sel.root)
+        if alt is None or sel.root in taken or \
+                alt.cell_uuid != host.cell_uuid:
+            continue
+        out.append(objects.Selection.from_host_state(
+            alt, allocation_request=nova_request.allocation_request(sel),
+            allocation_request_version=ALLOCATION_REQUEST_VERSION))
+    return out

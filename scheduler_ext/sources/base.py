@@ -1,0 +1,127 @@
+"""The candidate-source contract: where a move strategy gets its hosts.
+
+A ``CandidateSource`` answers "which hosts fit this query, best first", for
+a boot (``candidates``) and for a move (``move_candidates``: every host
+weighed against one view in which the moving server's old allocations may
+be treated as free). A ``Ranking`` re-orders, and may drop, candidates for
+one call (nova's host filters and weighers, for instance); it is passed
+per call, never stored in a source.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable, Mapping, Protocol, Sequence
+
+from scheduler_ext.placement.model import Allocations
+from scheduler_ext.placement.query import CandidateRequest
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """One way to place the request: the root (compute node) provider, the
+    amounts per provider (sharing providers included) and its weight
+    (higher is better)."""
+
+    root: str
+    allocations: Mapping[str, Mapping[str, int]]
+    weight: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class MoveCandidates:
+    """The candidates of a move, all weighed against one view.
+
+    ``same_host``: the source host, with the old allocations released (its
+    real free space), or None if it does not fit even then. ``others``:
+    other hosts that fit with the old allocations still held (they stay
+    held while the move runs), best first. ``held_source``: the source host
+    if the new flavor fits beside the old one (what nova's conductor can
+    claim on a reschedule), else None.
+    """
+
+    same_host: Candidate | None
+    others: list[Candidate]
+    held_source: Candidate | None
+
+
+class CandidateSource(Protocol):
+    """Where candidates come from (the numpy engine, or placement)."""
+
+    #: True when ``move_candidates`` can treat ``released`` as free without
+    #: writing to placement (the engine); False when placement must really
+    #: release them first (candidates from placement itself).
+    virtual_release: bool
+
+    def refresh(self) -> None:
+        """Bring any cached view up to date before a decision."""
+
+    def candidates(self, query: CandidateRequest, *,
+                   limit: int) -> list[Candidate]:
+        """The best ``limit`` candidates for a boot, best first."""
+
+    def move_candidates(self, query: CandidateRequest, *, limit: int,
+                        source: str, released: Allocations | None) -> MoveCandidates:
+        """Candidates of a move from ``source``; ``released`` (the old
+        allocations) are treated as free for the source host only."""
+
+    def changed(self, providers: Iterable[str]) -> None:
+        """The allocations on these providers were (maybe) written."""
+
+
+class Ranking(Protocol):
+    """One call's outer ranking of candidates (nova's host filters and
+    weighers over our candidates, for instance)."""
+
+    #: How many candidates to ask the source for before ranking.
+    limit: int
+
+    def rank(self, cands: Sequence[Candidate]) -> list[float | None]:
+        """Per candidate, in order: its weight (higher is better), or None
+        when the ranking drops it."""
+
+
+def ranked(cands: Sequence[Candidate], ranking: Ranking) -> list[Candidate]:
+    """The candidates ``ranking`` keeps, re-weighed and best first."""
+    weights = ranking.rank(cands)
+    kept = [dataclasses.replace(c, weight=w)
+            for c, w in zip(cands, weights) if w is not None]
+    return sorted(kept, key=lambda c: -c.weight)
+
+
+class RankedSource:
+    """``inner``'s candidates passed through ``ranking``: a view for one
+    call (see ``Ranking``)."""
+
+    def __init__(self, inner: CandidateSource, ranking: Ranking):
+        self.inner = inner
+        self.ranking = ranking
+        self.virtual_release = inner.virtual_release
+
+    def refresh(self) -> None:
+        self.inner.refresh()
+
+    def changed(self, providers: Iterable[str]) -> None:
+        self.inner.changed(providers)
+
+    def candidates(self, query: CandidateRequest, *,
+                   limit: int) -> list[Candidate]:
+        return ranked(self.inner.candidates(query, limit=self.ranking.limit),
+                      self.ranking)
+
+    def move_candidates(self, query: CandidateRequest, *, limit: int,
+                        source: str, released: Allocations | None) -> MoveCandidates:
+        view = self.inner.move_candidates(query, limit=self.ranking.limit,
+                                          source=source, released=released)
+        extra = [c for c in (view.same_host, view.held_source) if c is not None]
+        everything = list(view.others) + extra
+        weights = dict(zip(map(id, everything), self.ranking.rank(everything)))
+
+        def kept(c: Candidate | None) -> Candidate | None:
+            w = None if c is None else weights.get(id(c))
+            return None if w is None else dataclasses.replace(c, weight=w)
+
+        others = sorted((k for k in map(kept, view.others) if k is not None),
+                        key=lambda c: -c.weight)
+        return MoveCandidates(kept(view.same_host), others,
+                              kept(view.held_source))
