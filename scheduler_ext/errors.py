@@ -122,19 +122,19 @@ def error_for_status(status: int, detail: str, code: str | None = None,
                      request_id: str | None = None) -> PlacementError:
     """Build the typed error for an HTTP answer from placement."""
     code = code or UNDEFINED_CODE
-    kwargs = {"code": code, "request_id": request_id}
     if status == 400:
-        return InvalidRequest(detail, **kwargs)
+        return InvalidRequest(detail, code=code, request_id=request_id)
     if status == 404:
-        return NotFound(detail, **kwargs)
+        return NotFound(detail, code=code, request_id=request_id)
     if status == 409:
         if code == CONCURRENT_UPDATE:
             return ConcurrentUpdate(detail, request_id=request_id)
         if code in (INVENTORY_INUSE, PROVIDER_IN_USE):
-            return InUse(detail, **kwargs)
+            return InUse(detail, code=code, request_id=request_id)
         if code == UNDEFINED_CODE and "nable to allocate inventory" in detail:
-            return CapacityExceeded(detail, **kwargs)
-        return Conflict(detail, **kwargs)
+            return CapacityExceeded(detail, code=code, request_id=request_id)
+        return Conflict(detail, code=code, request_id=request_id)
     if status >= 500:
-        return PlacementUnavailable(detail, status=status, **kwargs)
-    return PlacementError(detail, status=status, **kwargs)
+        return PlacementUnavailable(detail, status=status, code=code,
+                                    request_id=request_id)
+    return PlacementError(detail, status=status, code=code, request_id=request_id)

@@ -57,7 +57,9 @@ class Column:
         self.name = name
         self.sparse = sparse
         self.single_precision = single_precision
-        self.rows = np.zeros(0, np.int64) if sparse else None
+        #: sparse only: the provider row of each slot, ascending (empty
+        #: when dense)
+        self.rows = np.zeros(0, np.int64)
         n = 0 if sparse else size
         self.total = np.zeros(n, _I32)
         self.reserved = np.zeros(n, _I32)
@@ -127,6 +129,7 @@ class Column:
              step_size, ratio, used) -> None:
         """Fill slots of ``rows`` (distinct) from parallel arrays."""
         rows = np.asarray(rows, np.int64)
+        order: np.ndarray | slice
         if self.sparse:
             order = np.argsort(rows, kind="stable")
             self.rows = rows[order]
@@ -265,5 +268,5 @@ class Column:
             new = np.full(size, fill.get(name, 0), old.dtype)
             new[rows] = old
             setattr(self, name, new)
-        self.rows = None
+        self.rows = np.zeros(0, np.int64)
         self.sparse = False

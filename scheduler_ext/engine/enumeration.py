@@ -111,15 +111,15 @@ class Enumerator:
         request = self.ev.request
         ix = self.ix
         limit = request.limit
-        early = limit is not None and not request.randomize
+        early = limit if limit is not None and not request.randomize else None
         seen: set[tuple[int, ...]] = set()
         out: list[tuple[int, ...]] = []
-        for root in self.roots_by_uuid(4 * limit if early else None):
+        for root in self.roots_by_uuid(4 * early if early is not None else None):
             for combo in self.root_candidates(root):
                 if combo not in seen:
                     seen.add(combo)
                     out.append(combo)
-            if early and len(out) >= limit:
+            if early is not None and len(out) >= early:
                 break
         if request.randomize:
             if not isinstance(rng, random.Random):

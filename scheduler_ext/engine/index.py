@@ -118,7 +118,7 @@ class CapacityIndex:
                        [frozenset(a.lower() for a in s) for s in fleet.aggregate_sets])
         idx.sharing_set = set(np.flatnonzero(
             idx.traits.any_of([SHARING_TRAIT], n)).tolist())
-        if fleet.parents is not None:
+        if fleet.parents is not None and fleet.roots is not None:
             for row, parent in enumerate(fleet.parents):
                 if parent:
                     idx.tree[row] = (parent, fleet.roots[row])
@@ -242,7 +242,7 @@ class CapacityIndex:
         for rc in rec.inventories:
             col = self.columns.get(rc)
             held = col.summary(row) if col is not None else None
-            if held is None:  # inventory differs at the same generation
+            if col is None or held is None:  # inventory differs at the same generation
                 self._write(row, rec)
                 return True
             want = int(rec.usages.get(rc, 0))

@@ -137,9 +137,9 @@ class Solver:
         sharing = self.sharing_rows()
         if request.in_tree:
             tree = np.zeros(n, bool)
-            row = ix.row_of.get(request.in_tree)
-            if row is not None and ix.alive[row]:
-                tree[row] = True
+            in_tree = ix.row_of.get(request.in_tree)
+            if in_tree is not None and ix.alive[in_tree]:
+                tree[in_tree] = True
             prov, anchor = _narrow(prov, tree), _narrow(anchor, tree)
             sharing = sharing[:0]
         rcs = list(request.resources)

@@ -23,9 +23,9 @@ from scheduler_ext.placement.query import CandidateRequest
 FLAVORS = ((1, 2048, 20), (2, 4096, 40), (4, 8192, 80), (8, 16384, 160), (16, 65536, 320))
 
 
-def requests(limit: int | None = None) -> list[CandidateRequest]:
+def flavor_requests(limit: int | None = None) -> list[CandidateRequest]:
     return [CandidateRequest({"VCPU": c, "MEMORY_MB": m, "DISK_GB": d},
-                             root_forbidden=["COMPUTE_STATUS_DISABLED"], limit=limit)
+                             root_forbidden=frozenset(["COMPUTE_STATUS_DISABLED"]), limit=limit)
             for c, m, d in FLAVORS]
 
 
@@ -50,7 +50,7 @@ def _allocs(answer: dict) -> set:
 # ------------------------------------------------------------------ engine
 def bench_engine(index: CapacityIndex, fleet: ColumnarFleet, args) -> dict:
     weigher = Weigher()
-    requests = requests()
+    requests = flavor_requests()
     index.select(requests[0], weigher=weigher, k=args.k)  # warm up
     select, fit = [], []
     for _ in range(args.repeat):
@@ -58,7 +58,7 @@ def bench_engine(index: CapacityIndex, fleet: ColumnarFleet, args) -> dict:
             select.append(timed(lambda: index.select(r, weigher=weigher, k=args.k))[0])
             fit.append(timed(lambda: index.fit(r))[0])
     limited = [timed(lambda: index.candidates(r))[0]
-               for r in requests(limit=1000) for _ in range(max(1, args.repeat // 10))]
+               for r in flavor_requests(limit=1000) for _ in range(max(1, args.repeat // 10))]
     # incremental updates: one claim + release, one refresh by generation
     row = int(np.flatnonzero(fleet.trait_set_of != 4)[0])
     rp = fleet.uuids[row]
@@ -94,7 +94,7 @@ def bench_baseline(fleet: ColumnarFleet, index: CapacityIndex, args) -> dict:
     ref = reference.Reference(providers)
     multipliers = dict(Weigher().multipliers)
     samples, agree = [], True
-    requests = requests()
+    requests = flavor_requests()
     count = max(len(requests), args.baseline_requests)
     for i in range(count):
         r = requests[i % len(requests)]
@@ -114,17 +114,17 @@ def bench_placement(fleet: ColumnarFleet, index: CapacityIndex, args) -> dict:
     try:
         client = HttpPlacement.from_url(url, timeout=600)
         client.list_providers()  # the service has synced traits and classes
-        db = os.path.join(server.directory, "placement.sqlite")
+        db = os.path.join(server.directory or "", "placement.sqlite")
         load_s, _ = timed(lambda: load_placement_db(db, fleet))
 
         def get(request: CandidateRequest) -> dict:
             return client.allocation_candidates(request.to_query(), "1.36")
 
         # parity first: the unlimited answer for one flavor
-        probe = requests()[1]
+        probe = flavor_requests()[1]
         same = _allocs(get(probe)) == _allocs(index.candidates(probe))
         samples = []
-        for r in requests(limit=1000):
+        for r in flavor_requests(limit=1000):
             for _ in range(args.placement_repeat):
                 samples.append(timed(lambda: get(r))[0])
         return {"get_allocation_candidates": stats(samples), "load_db_s": load_s,
@@ -149,7 +149,7 @@ def bench_snapshot(fleet: ColumnarFleet, args) -> dict:
     try:
         client = HttpPlacement.from_url(url, timeout=600)
         client.list_providers()
-        db = os.path.join(server.directory, "placement.sqlite")
+        db = os.path.join(server.directory or "", "placement.sqlite")
         load_placement_db(db, fleet)
         n = len(fleet)
         list_s, provs = timed(client.list_providers)
@@ -168,7 +168,7 @@ def bench_snapshot(fleet: ColumnarFleet, args) -> dict:
                     for rc, inv in invs.items()}
             client.set_inventories(p.uuid, gen, invs)
         changed_s, _ = timed(source.refresh)
-        probe = requests(limit=1000)[1].to_query()
+        probe = flavor_requests(limit=1000)[1].to_query()
         ac_s = min(timed(lambda: client.allocation_candidates(probe))[0]
                    for _ in range(2))
         return {"api_snapshot_s_estimated": api_s, "api_list_providers_s": list_s,

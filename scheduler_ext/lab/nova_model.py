@@ -129,7 +129,7 @@ class NovaModel:
                            allow_same_host=False)
 
     def _finish(self, server: Server, host: str, flavor: Mapping[str, int]) -> None:
-        move = server.active
+        move = self._active(server)
         server.moves[-1] = dataclasses.replace(move, in_progress=False)
         server.host, server.flavor = host, dict(flavor)
 

@@ -150,7 +150,9 @@ class Reference:
         """Unlimited ``GET /allocation_candidates`` answer (order: roots by
         uuid)."""
         freed = self.freed(released)
-        seen, areqs, used = set(), [], set()
+        seen: set = set()
+        areqs: list[dict] = []
+        used: set[str] = set()
         for root in sorted(self.providers, key=lambda p: p.uuid):
             for combo in self.root_candidates(root, req, freed):
                 allocs: dict[str, dict] = {}

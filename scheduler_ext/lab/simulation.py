@@ -140,12 +140,12 @@ class RandomRun:
         elif op == "migrate" and still:
             self.attempt("migrate", model.migrate, rng.choice(still))
         elif op == "finish" and moving:
-            server = rng.choice(moving)
+            finished = rng.choice(moving)
             if rng.random() < 0.6:
-                model.confirm(server)
+                model.confirm(finished)
                 counts["confirm ok"] += 1
             else:
-                model.revert(server)
+                model.revert(finished)
                 counts["revert ok"] += 1
         elif op == "fail" and moving:
             new = model.fail_on_destination(rng.choice(moving))

@@ -208,7 +208,7 @@ class SameHostMoveStrategy:
 def _alternates(chosen: Candidate, pool: list[Candidate],
                 alts: int) -> list[Selection]:
     seen = {chosen.root}
-    out = []
+    out: list[Selection] = []
     for cand in pool:
         if len(out) >= alts:
             break

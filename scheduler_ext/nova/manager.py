@@ -42,6 +42,10 @@ LOG = logging.getLogger(__name__)
 class SchedulerManager(nova_manager.SchedulerManager):
     """nova's scheduler manager, choosing and claiming with scheduler-ext."""
 
+    # set by oslo.service's PeriodicTasks metaclass on nova's manager
+    _periodic_tasks: list
+    _periodic_spacing: dict
+
     def __init__(self, *args, **kwargs):
         service.register_opts(CONF)
         super().__init__(*args, **kwargs)

@@ -35,7 +35,7 @@ class NovaRanking:
         self.context = context
         self.spec_obj = spec_obj
         self.host_manager = host_manager
-        self.limit = limit or UNLIMITED
+        self.limit: int = limit or UNLIMITED
         #: which instance of a multi-create is being placed
         self.index = 0
         self.states: dict[str, Any] = {}
@@ -67,9 +67,9 @@ class NovaRanking:
         order = self._nova_order(hosts)
         for pos, host in enumerate(order):
             for ar in host.allocation_candidates:
-                i = position.get(id(ar))
-                if i is not None:
-                    out[i] = float(len(order) - pos)
+                at = position.get(id(ar))
+                if at is not None:
+                    out[at] = float(len(order) - pos)
         return out
 
     def _nova_order(self, hosts: list) -> list:

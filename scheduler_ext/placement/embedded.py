@@ -37,7 +37,7 @@ import uuid as uuidlib
 from typing import Iterable, Mapping
 
 from scheduler_ext import errors
-from scheduler_ext.placement import validation
+from scheduler_ext.placement import validation, write_capacity
 from scheduler_ext.placement.model import (
     AllocationWrite, ConsumerAllocations, FleetSnapshot, Inventory, Provider,
     ProviderRecord)
@@ -316,7 +316,9 @@ class EmbeddedPlacement:
         commit all or nothing."""
         rows = self._rows(checked)
         old = {c: self._consumers[c].allocations for c in checked}
-        self._check_capacity(rows, old)
+        write_capacity.check(
+            rows, self._usage, old,
+            {rp: self._providers[rp].inventories for _, rp, _, _ in rows})
         for c, allocs in old.items():
             self._apply(allocs, -1)
             self._consumers[c].allocations = {}
@@ -350,49 +352,6 @@ class EmbeddedPlacement:
                     f"unable to allocate inventory: no such resource class {rc}",
                     field="resource_class", value=rc)
         return rows
-
-    def _check_capacity(self, rows: list[tuple[str, str, str, int]],
-                        old: Mapping[str, Mapping[str, Mapping[str, int]]]) -> None:
-        """CapacityExceeded unless every row fits (placement-semantics.md
-        section 1, write path)."""
-        prev = {(rp, rc): self._usage[(rp, rc)] for _, rp, rc, _ in rows
-                if (rp, rc) in self._usage}
-        used = dict(self._usage)
-        for allocs in old.values():
-            for rp, res in allocs.items():
-                for rc, n in res.items():
-                    used[(rp, rc)] -= n
-        rcs = {rc for _, _, rc, _ in rows}
-        missing = sorted({rp for _, rp, _, _ in rows
-                          if not rcs & set(self._providers[rp].inventories)})
-        if missing:
-            raise errors.CapacityExceeded(
-                f"unable to allocate inventory: no inventory of "
-                f"{', '.join(sorted(rcs))} on {', '.join(missing)}")
-        summed: dict[tuple[str, str], int] = {}
-        for c, rp, rc, n in rows:
-            summed[(rp, rc)] = summed.get((rp, rc), 0) + n
-            if n == 0:
-                continue
-            inv = self._providers[rp].inventories.get(rc)
-            if inv is None:
-                raise errors.CapacityExceeded(
-                    f"unable to allocate inventory: provider {rp} has no {rc} "
-                    "inventory")
-            if n < inv.min_unit or n > inv.max_unit or n % inv.step_size:
-                raise errors.CapacityExceeded(
-                    f"unable to allocate inventory: {rc}={n} for consumer {c} on "
-                    f"{rp} violates min_unit {inv.min_unit}, max_unit "
-                    f"{inv.max_unit} or step_size {inv.step_size}")
-            after = used.get((rp, rc), 0) + summed[(rp, rc)]
-            if inv.capacity < after:
-                # placement accepts a write that does not raise the usage of
-                # a provider already over capacity
-                before = prev.get((rp, rc))
-                if before is None or after > before:
-                    raise errors.CapacityExceeded(
-                        f"unable to allocate inventory: {rc} on {rp} would use "
-                        f"{after} of capacity {inv.capacity:g}")
 
     def _apply(self, allocs: Mapping[str, Mapping[str, int]], sign: int) -> None:
         for rp, res in allocs.items():

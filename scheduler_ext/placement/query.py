@@ -176,9 +176,9 @@ class CandidateRequest:
             q.append(("member_of", next(iter(aggs)) if len(aggs) == 1
                       else "in:" + ",".join(sorted(aggs))))
         if self.forbidden_aggregates:
-            aggs = sorted(self.forbidden_aggregates)
-            q.append(("member_of", f"!{aggs[0]}" if len(aggs) == 1
-                      else "!in:" + ",".join(aggs)))
+            banned = sorted(self.forbidden_aggregates)
+            q.append(("member_of", f"!{banned[0]}" if len(banned) == 1
+                      else "!in:" + ",".join(banned)))
         if self.in_tree:
             q.append(("in_tree", self.in_tree))
         root = sorted(self.root_required) + [f"!{t}" for t in sorted(self.root_forbidden)]
@@ -212,8 +212,10 @@ class CandidateRequest:
             raise _bad("group_policy", by_key["group_policy"][0], "must be none or isolate")
         return cls(resources=_parse_resources(by_key["resources"][0]),
                    required=frozenset(required),
-                   forbidden=frozenset(forbidden), required_any=tuple(groups),
-                   member_of=tuple(member_of), forbidden_aggregates=frozenset(bad_aggs),
+                   forbidden=frozenset(forbidden),
+                   required_any=tuple(frozenset(g) for g in groups),
+                   member_of=tuple(frozenset(m) for m in member_of),
+                   forbidden_aggregates=frozenset(bad_aggs),
                    in_tree=by_key.get("in_tree", [None])[0],
                    root_required=frozenset(root_req),
                    root_forbidden=frozenset(root_forb), limit=limit,

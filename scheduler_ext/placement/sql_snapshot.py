@@ -17,7 +17,7 @@ elsewhere).
 from __future__ import annotations
 
 import collections
-from typing import Iterable
+from typing import Any, Iterable
 
 from scheduler_ext import errors
 from scheduler_ext.placement.model import (FleetSnapshot, Inventory, Provider,
@@ -110,7 +110,7 @@ class SqlSnapshot:
             params = dict(zip(names, wanted))
         provs = self._rows(_PROVIDERS, where, params)
         ids = {row[0] for row in provs}
-        by_id = ("", {})
+        by_id: tuple[str, dict[str, Any]] = ("", {})
         if uuids is not None:
             names = [f"i{i}" for i in range(len(ids))]
             by_id = (f" WHERE resource_provider_id IN "

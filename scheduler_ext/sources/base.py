@@ -118,7 +118,9 @@ class RankedSource:
         weights = dict(zip(map(id, everything), self.ranking.rank(everything)))
 
         def kept(c: Candidate | None) -> Candidate | None:
-            w = None if c is None else weights.get(id(c))
+            if c is None:
+                return None
+            w = weights.get(id(c))
             return None if w is None else dataclasses.replace(c, weight=w)
 
         others = sorted((k for k in map(kept, view.others) if k is not None),

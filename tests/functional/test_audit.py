@@ -4,7 +4,7 @@ import json
 
 from scheduler_ext.cmd import main as cli
 from scheduler_ext.moves.reconcile import dump_instances
-from tests.unit.moves import FLAVOR1, FLAVOR2, MAX12, small_host, start
+from tests.unit.helpers import FLAVOR1, FLAVOR2, MAX12, small_host, start
 
 
 def _reverted(client):

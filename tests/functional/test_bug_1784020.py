@@ -1,7 +1,7 @@
-"""Shared-storage move scenarios (tests/unit/test_bug_1784020.py) against a
+"""Shared-storage move scenarios (tests/unit/moves/test_bug_1784020.py) against a
 real placement on 127.0.0.1: the ``client`` fixture here is an HttpPlacement."""
 
-from tests.unit.test_bug_1784020 import *  # noqa: F401,F403  (the tests)
+from tests.unit.moves.test_bug_1784020 import *  # noqa: F401,F403  (the tests)
 
 import pytest  # noqa: E402
 

@@ -1,5 +1,5 @@
 """The bad-input and refused-write cases of
-``tests/unit/test_placement_bad_input.py``, against a real placement through
+``tests/unit/placement/test_placement_bad_input.py``, against a real placement through
 ``HttpPlacement``: bad input raises ``InvalidRequest`` naming the field and
 value before anything is sent, refused writes map to the same exception
 class and code as the embedded placement gives, and in both cases nothing

@@ -9,9 +9,9 @@ import pytest
 from scheduler_ext import errors
 from scheduler_ext.lab import invariants
 from scheduler_ext.placement import AllocationWrite
-from tests.unit import moves
-from tests.unit.test_bug_1784020 import *  # noqa: F401,F403
-from tests.unit.test_bug_1790204 import *  # noqa: F401,F403
+from tests.unit import helpers as moves
+from tests.unit.moves.test_bug_1784020 import *  # noqa: F401,F403
+from tests.unit.moves.test_bug_1790204 import *  # noqa: F401,F403
 
 
 @pytest.fixture(autouse=True)

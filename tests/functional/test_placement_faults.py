@@ -10,7 +10,7 @@ from scheduler_ext.lab import invariants
 from scheduler_ext.placement.http import HttpPlacement
 from scheduler_ext.moves.reconcile import Reconciler
 from tests.functional.faultproxy import FaultProxy
-from tests.unit.moves import FLAVOR1, FLAVOR2, MAX12, dump, small_host, start
+from tests.unit.helpers import FLAVOR1, FLAVOR2, MAX12, dump, small_host, start
 
 
 @pytest.fixture

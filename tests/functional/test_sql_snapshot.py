@@ -9,7 +9,7 @@ from scheduler_ext.lab import fleet
 from scheduler_ext.placement import AllocationWrite
 from scheduler_ext.placement.sql_snapshot import SqlSnapshot
 from scheduler_ext.lab.placement_server import LocalPlacement
-from tests.unit.moves import FLAVOR1, FLAVOR2, small_host, start
+from tests.unit.helpers import FLAVOR1, FLAVOR2, small_host, start
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from scheduler_ext import errors
 from scheduler_ext.lab import invariants
 from scheduler_ext.placement import EmbeddedPlacement
 from scheduler_ext.moves.reconcile import Reconciler
-from tests.unit.moves import dump, shared_storage, small_host, start
+from tests.unit.helpers import dump, shared_storage, small_host, start
 
 AGG = str(uuid.UUID(int=9))
 WRITES = ("put_allocations", "post_allocations", "delete_allocations")

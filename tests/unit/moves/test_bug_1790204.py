@@ -11,7 +11,7 @@ import pytest
 from scheduler_ext import errors
 from scheduler_ext.lab import invariants
 from scheduler_ext.moves.reconcile import Reconciler
-from tests.unit.moves import FLAVOR1, FLAVOR2, MAX12, dump, small_host, start, usage
+from tests.unit.helpers import FLAVOR1, FLAVOR2, MAX12, dump, small_host, start, usage
 
 
 @pytest.fixture

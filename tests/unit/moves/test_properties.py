@@ -13,7 +13,7 @@ from scheduler_ext import errors
 from scheduler_ext.lab import fleet, invariants
 from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement
 from scheduler_ext.moves.reconcile import Reconciler
-from tests.unit.moves import start, uuid_factory
+from tests.unit.helpers import start, uuid_factory
 
 FLAVORS = [
     {"VCPU": 1, "MEMORY_MB": 1024, "DISK_GB": 10},

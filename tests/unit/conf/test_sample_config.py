@@ -7,7 +7,7 @@ import sys
 from scheduler_ext import conf as se_conf
 from scheduler_ext.driver import make_conf
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 GENERATOR = ROOT / "etc/scheduler_ext/scheduler-ext-config-generator.conf"
 SAMPLE = ROOT / "etc/scheduler_ext/scheduler-ext.conf.sample"
 

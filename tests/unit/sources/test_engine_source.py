@@ -9,7 +9,7 @@ from scheduler_ext import errors
 from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement
 from scheduler_ext.moves.request import ScheduleRequest
 from scheduler_ext.placement.query import CandidateRequest
-from tests.unit.moves import small_host, start
+from tests.unit.helpers import small_host, start
 
 FULL = {"VCPU": 2, "MEMORY_MB": 8192, "DISK_GB": 1028}
 

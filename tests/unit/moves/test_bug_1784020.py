@@ -11,7 +11,7 @@ from scheduler_ext.lab.fleet import add_host
 from scheduler_ext.lab.nova_model import Server
 from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement, Inventory
 from scheduler_ext.moves.reconcile import Reconciler
-from tests.unit.moves import (FLAVOR1, FLAVOR2, shared_storage, small_host,
+from tests.unit.helpers import (FLAVOR1, FLAVOR2, shared_storage, small_host,
                               start, usage)
 
 AGG = str(uuid.UUID(int=7))

@@ -10,7 +10,7 @@ from scheduler_ext.placement import EmbeddedPlacement
 from scheduler_ext.moves.reconcile import Reconciler
 from scheduler_ext.moves.request import MoveContext, ScheduleRequest
 from scheduler_ext.placement.query import CandidateRequest
-from tests.unit.moves import FLAVOR1, FLAVOR2, dump, small_host, start
+from tests.unit.helpers import FLAVOR1, FLAVOR2, dump, small_host, start
 
 INSTANCE = str(uuid.UUID(int=1))
 MIGRATION = str(uuid.UUID(int=2))

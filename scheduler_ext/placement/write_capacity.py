@@ -1,0 +1,64 @@
+"""Placement's capacity check of an allocation write
+(placement-semantics.md section 1, write path), on plain data: the embedded
+placement calls it with its rows, usage and inventories."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from scheduler_ext import errors
+from scheduler_ext.placement.model import Inventory
+
+#: (consumer, provider, class, amount) of a write; amount 0 marks a row of
+#: a consumer being emptied
+Row = tuple[str, str, str, int]
+
+
+def check(rows: list[Row], usage: Mapping[tuple[str, str], int],
+          old: Mapping[str, Mapping[str, Mapping[str, int]]],
+          inventories: Mapping[str, Mapping[str, Inventory]]) -> None:
+    """CapacityExceeded unless every row of the write fits.
+
+    ``usage`` is the usage per (provider, class) before the write, ``old``
+    what the written consumers hold now (dropped first, as placement does),
+    ``inventories`` the inventories of every provider the rows name.
+    Amounts summed per (provider, class) are held against the float
+    capacity ``(total - reserved) * allocation_ratio``; min/max/step are
+    checked per row; a provider already over capacity accepts a write that
+    does not raise its usage.
+    """
+    prev = {(rp, rc): usage[(rp, rc)] for _, rp, rc, _ in rows
+            if (rp, rc) in usage}
+    used = dict(usage)
+    for allocs in old.values():
+        for rp, res in allocs.items():
+            for rc, n in res.items():
+                used[(rp, rc)] -= n
+    rcs = {rc for _, _, rc, _ in rows}
+    missing = sorted({rp for _, rp, _, _ in rows if not rcs & set(inventories[rp])})
+    if missing:
+        raise errors.CapacityExceeded(
+            f"unable to allocate inventory: no inventory of "
+            f"{', '.join(sorted(rcs))} on {', '.join(missing)}")
+    summed: dict[tuple[str, str], int] = {}
+    for c, rp, rc, n in rows:
+        summed[(rp, rc)] = summed.get((rp, rc), 0) + n
+        if n == 0:
+            continue
+        inv = inventories[rp].get(rc)
+        if inv is None:
+            raise errors.CapacityExceeded(
+                f"unable to allocate inventory: provider {rp} has no {rc} "
+                "inventory")
+        if n < inv.min_unit or n > inv.max_unit or n % inv.step_size:
+            raise errors.CapacityExceeded(
+                f"unable to allocate inventory: {rc}={n} for consumer {c} on "
+                f"{rp} violates min_unit {inv.min_unit}, max_unit "
+                f"{inv.max_unit} or step_size {inv.step_size}")
+        after = used.get((rp, rc), 0) + summed[(rp, rc)]
+        if inv.capacity < after:
+            before = prev.get((rp, rc))
+            if before is None or after > before:
+                raise errors.CapacityExceeded(
+                    f"unable to allocate inventory: {rc} on {rp} would use "
+                    f"{after} of capacity {inv.capacity:g}")
