@@ -192,35 +192,39 @@ class HttpPlacement:
             "inventories": {rc: inv.as_dict() for rc, inv in invs.items()}})
         return d["resource_provider_generation"]
 
-    def get_traits(self, rp_uuid: str) -> tuple[int, frozenset[str]]:
+    def _get_names(self, rp_uuid: str, kind: str) -> tuple[int, frozenset[str]]:
+        """(generation, names) of ``/resource_providers/{rp}/{kind}``."""
         rp_uuid = validation.uuid(rp_uuid, "resource_provider_uuid")
-        d = self._call("GET", f"/resource_providers/{rp_uuid}/traits")
-        return d["resource_provider_generation"], frozenset(d["traits"])
+        d = self._call("GET", f"/resource_providers/{rp_uuid}/{kind}")
+        return d["resource_provider_generation"], frozenset(d[kind])
+
+    def _put_names(self, rp_uuid: str, generation: int, kind: str,
+                   names: frozenset[str]) -> int:
+        """Replace ``/resource_providers/{rp}/{kind}``; the new generation."""
+        rp_uuid = validation.uuid(rp_uuid, "resource_provider_uuid")
+        validation.generation(generation, "resource_provider_generation")
+        d = self._call("PUT", f"/resource_providers/{rp_uuid}/{kind}", {
+            "resource_provider_generation": generation, kind: sorted(names)})
+        return d["resource_provider_generation"]
+
+    def get_traits(self, rp_uuid: str) -> tuple[int, frozenset[str]]:
+        return self._get_names(rp_uuid, "traits")
 
     def set_traits(self, rp_uuid: str, generation: int,
                    traits: Iterable[str]) -> int:
         rp_uuid = validation.uuid(rp_uuid, "resource_provider_uuid")
         names = validation.names(traits, validation.trait, "traits")
-        validation.generation(generation, "resource_provider_generation")
-        d = self._call("PUT", f"/resource_providers/{rp_uuid}/traits", {
-            "resource_provider_generation": generation, "traits": sorted(names)})
-        return d["resource_provider_generation"]
+        return self._put_names(rp_uuid, generation, "traits", names)
 
     def get_aggregates(self, rp_uuid: str) -> tuple[int, frozenset[str]]:
-        rp_uuid = validation.uuid(rp_uuid, "resource_provider_uuid")
-        d = self._call("GET", f"/resource_providers/{rp_uuid}/aggregates")
-        return d["resource_provider_generation"], frozenset(d["aggregates"])
+        return self._get_names(rp_uuid, "aggregates")
 
     def set_aggregates(self, rp_uuid: str, generation: int,
                        aggregates: Iterable[str]) -> int:
         rp_uuid = validation.uuid(rp_uuid, "resource_provider_uuid")
         aggs = validation.names(aggregates, validation.uuid, "aggregates")
-        validation.generation(generation, "resource_provider_generation")
-        d = self._call("PUT", f"/resource_providers/{rp_uuid}/aggregates", {
-            "resource_provider_generation": generation, "aggregates": sorted(aggs)})
-        return d["resource_provider_generation"]
+        return self._put_names(rp_uuid, generation, "aggregates", aggs)
 
-    # -------------------------------------------------------- allocations
     def get_usages(self, rp_uuid: str) -> dict[str, int]:
         rp_uuid = validation.uuid(rp_uuid, "resource_provider_uuid")
         return dict(self._call("GET", f"/resource_providers/{rp_uuid}/usages")["usages"])

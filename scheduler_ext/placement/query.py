@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from scheduler_ext import errors
 from scheduler_ext.placement import validation
@@ -47,6 +47,22 @@ def _aggs(values: Any, field: str) -> frozenset[str]:
     if isinstance(values, (str, bytes)):
         raise _bad(field, values, "must be a collection of aggregate UUIDs, not a string")
     return frozenset(validation.uuid(v, field) for v in values)
+
+
+def _any_of_groups(values: Any, field: str,
+                   parse: Callable[[Any, str], frozenset[str]],
+                   what: str) -> tuple[frozenset[str], ...]:
+    """AND of any-of groups: each a non-empty collection of ``what``,
+    duplicates dropped, order kept."""
+    if isinstance(values, (str, bytes)):
+        raise _bad(field, values, f"must be a sequence of {what} collections")
+    groups = []
+    for group in values:
+        names = parse(group, field)
+        if not names:
+            raise _bad(field, group, f"an any-of group needs a {what}")
+        groups.append(names)
+    return tuple(dict.fromkeys(groups))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,26 +115,10 @@ class CandidateRequest:
             for rc, n in sorted(res.items(), key=lambda kv: str(kv[0]))})
         put("required", _names(self.required, "required"))
         put("forbidden", _names(self.forbidden, "forbidden"))
-        if isinstance(self.required_any, (str, bytes)):
-            raise _bad("required_any", self.required_any,
-                       "must be a sequence of trait-name collections")
-        groups = []
-        for group in self.required_any:
-            names = _names(group, "required_any")
-            if not names:
-                raise _bad("required_any", group, "an any-of group needs a trait")
-            groups.append(names)
-        put("required_any", tuple(dict.fromkeys(groups)))
-        if isinstance(self.member_of, (str, bytes)):
-            raise _bad("member_of", self.member_of,
-                       "must be a sequence of aggregate-UUID collections")
-        lists = []
-        for agg_list in self.member_of:
-            aggs = _aggs(agg_list, "member_of")
-            if not aggs:
-                raise _bad("member_of", agg_list, "an any-of list needs an aggregate")
-            lists.append(aggs)
-        put("member_of", tuple(dict.fromkeys(lists)))
+        put("required_any", _any_of_groups(self.required_any, "required_any",
+                                           _names, "trait name"))
+        put("member_of", _any_of_groups(self.member_of, "member_of", _aggs,
+                                        "aggregate UUID"))
         put("forbidden_aggregates",
             _aggs(self.forbidden_aggregates, "forbidden_aggregates"))
         if self.in_tree is not None:
