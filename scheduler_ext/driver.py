@@ -99,11 +99,6 @@ class SchedulerDriver:
             max_claim_attempts=opts.max_claim_attempts,
             prefer_same_host=opts.prefer_same_host)
 
-    @property
-    def strategies(self) -> list:
-        """The strategy in use, then the one asking placement (if any)."""
-        return [self.strategy] + ([self.fallback] if self.fallback else [])
-
     def select_destinations(self, request: ScheduleRequest,
                             max_alternates: int | None = None,
                             ranking: Ranking | None = None
