@@ -67,6 +67,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "from [storage] (repeatable)")
     s.add_argument("--apply", action="store_true",
                    help="write the changes (default: dry run)")
+    s.add_argument("--check-strays", action="store_true",
+                   help="also warn about providers in a domain's aggregate "
+                        "that no report lists (one read per provider)")
     s.set_defaults(storage_handler=run_sync)
 
 
@@ -120,7 +123,7 @@ def run_sync(args: argparse.Namespace) -> int:
                           size_tolerance=opts.size_tolerance)
     client = (HttpPlacement.from_url(args.placement_url) if args.placement_url
               else HttpPlacement.from_conf(_conf(args.config_file)))
-    the_plan = se_sync.plan(client, topo)
+    the_plan = se_sync.plan(client, topo, check_strays=args.check_strays)
     for spec in topo.providers:
         print(f"domain {spec.domain}: provider {spec.name} ({spec.uuid}), "
               f"aggregate {spec.aggregate}, DISK_GB {spec.inventory.total} "

@@ -16,7 +16,8 @@ import dataclasses
 import posixpath
 
 from scheduler_ext.storage import filesystems, mountinfo
-from scheduler_ext.storage.errors import PathNotFound, StorageError
+from scheduler_ext.storage.errors import (
+    MountinfoError, PathNotFound, StorageError)
 from scheduler_ext.storage.probe import Probe
 from scheduler_ext.storage.report import HostReport
 
@@ -61,10 +62,13 @@ def discover(probe: Probe, path: str, tables: Tables, *,
     if not path.startswith("/"):
         raise StorageError("the instances path must be absolute", host=host,
                            path=path)
-    entries = mountinfo.parse(tables.mountinfo, host=host,
-                              source=tables.mountinfo_name)
-    fstab = mountinfo.parse_fstab(tables.fstab, host=host,
-                                  source=tables.fstab_name)
+    try:
+        entries = mountinfo.parse(tables.mountinfo, host=host,
+                                  source=tables.mountinfo_name)
+        fstab = mountinfo.parse_fstab(tables.fstab, host=host,
+                                      source=tables.fstab_name)
+    except MountinfoError as exc:   # say which path was being resolved
+        raise MountinfoError(exc.detail, host=host, path=path) from None
     real = posixpath.normpath(probe.realpath(path))
     holder = mountinfo.resolve(real, entries)
     missing = lost_mount(real, holder, fstab)

@@ -28,7 +28,7 @@ suspect hosts (their heartbeat is lost):
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable
+from typing import Any, Iterable
 
 LADDER_STEPS = ("log-only", "restart-agent", "graceful-reboot", "hard-reboot")
 FENCES = ("graceful-reboot", "hard-reboot")
@@ -56,6 +56,13 @@ class Policy:
                 self.fence_batch < 1 or self.evacuation_batch < 1:
             raise ValueError("brake_fraction in (0, 1], step_timeout > 0, "
                              "batches >= 1")
+
+
+def policy_from_conf(conf: Any) -> Policy:
+    """The policy of ``[storage]`` (a ConfigOpts with our options)."""
+    opts = conf.storage
+    return Policy(tuple(opts.fence_ladder), opts.fence_step_timeout,
+                  opts.brake_fraction, opts.fence_batch, opts.evacuation_batch)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -110,7 +110,8 @@ def _plan_members(client: PlacementClient, spec: SharingProviderSpec,
                 f"host {host}, path {paths[host]}: no compute node provider "
                 f"named {host} in placement; not added to {spec.name}")
             continue
-        invs, _, aggs = _current(client, prov.uuid)
+        _, invs = client.get_inventories(prov.uuid)
+        _, aggs = client.get_aggregates(prov.uuid)
         if DISK in invs:
             out.warnings.append(
                 f"host {host}, path {paths[host]}: compute node {host} shares "
@@ -135,8 +136,13 @@ def _plan_strays(client: PlacementClient, spec: SharingProviderSpec,
                 "no report lists it; left as it is")
 
 
-def plan(client: PlacementClient, topology: Topology) -> SyncPlan:
-    """The writes that would make placement match ``topology`` (reads only)."""
+def plan(client: PlacementClient, topology: Topology,
+         check_strays: bool = False) -> SyncPlan:
+    """The writes that would make placement match ``topology`` (reads only:
+    the providers list, then three reads per sharing provider and two per
+    member). ``check_strays`` also reads every other provider's aggregates
+    (one read each) to warn about providers in a domain's aggregate that
+    no report lists."""
     providers = client.list_providers()
     by_name = {p.name: p for p in providers}
     by_uuid = {p.uuid: p for p in providers}
@@ -144,7 +150,8 @@ def plan(client: PlacementClient, topology: Topology) -> SyncPlan:
     for spec in topology.providers:
         _plan_sharing(client, spec, by_name, by_uuid, out)
         _plan_members(client, spec, by_name, out)
-        _plan_strays(client, spec, providers, out)
+        if check_strays:
+            _plan_strays(client, spec, providers, out)
     return out
 
 

@@ -103,8 +103,10 @@ def test_expected_shared_path_on_local_storage_is_a_lost_mount():
 
 
 def test_a_line_that_does_not_parse_names_host_and_line():
-    with pytest.raises(StorageError, match="host cn1: broken line 2"):
+    with pytest.raises(StorageError) as exc:
         discover(host_with("", None, None), "broken", "/tmp")
+    assert str(exc.value).startswith(
+        "host cn1, path /tmp: broken line 2: no ' - ' separator")
 
 
 def test_a_path_that_does_not_exist_names_host_and_path():

@@ -3,9 +3,11 @@
 ladder, and evacuation only after a confirmed fence."""
 
 import pytest
+from oslo_config import cfg
 
+from scheduler_ext import conf as se_conf
 from scheduler_ext.storage.evacuation import (
-    ClusterHost, EvacuationPlanner, Instance, Policy, majority)
+    ClusterHost, EvacuationPlanner, Instance, Policy, majority, policy_from_conf)
 from tests.unit.storage.evacworld import World, hci, kinds, servers
 
 HOUR = 3600.0
@@ -195,3 +197,14 @@ def test_unknown_hosts_are_refused():
     planner = EvacuationPlanner(hci("a", 3), [])
     with pytest.raises(ValueError, match="unknown hosts: nope"):
         planner.tick(0, ["nope"])
+
+
+def test_policy_from_the_storage_options():
+    conf = cfg.ConfigOpts()
+    se_conf.register_opts(conf)
+    conf([], project="scheduler-ext", default_config_files=[])
+    assert policy_from_conf(conf) == Policy()
+    conf.set_override("fence_ladder", ["log-only"], group="storage")
+    conf.set_override("brake_fraction", 0.34, group="storage")
+    assert policy_from_conf(conf) == Policy(ladder=("log-only",),
+                                            brake_fraction=0.34)
