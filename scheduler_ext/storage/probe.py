@@ -2,12 +2,13 @@
 tokens.
 
 A hung network or cluster filesystem blocks ``stat``/``statfs`` in the
-kernel, possibly for ever. Every call on the probed path runs in a daemon
-thread and is abandoned after ``timeout`` seconds with ``ProbeTimeout``
-naming the host and the path (the thread stays blocked in the kernel until
-the filesystem answers; it does not keep the process alive). The calls
-themselves are injectable (``FsOps``) so the tests can hang a call on
-purpose and can describe a filesystem without mounting it.
+kernel, possibly for ever. Every call on the probed path is time-boxed
+(``timebox``) and abandoned after ``timeout`` seconds with ``ProbeTimeout``
+naming the host and the path. Calls on the real filesystem run in a forked
+child, so one stuck in the kernel cannot keep this process from exiting;
+injected calls (``FsOps``: the tests hang a call on purpose and describe a
+filesystem without mounting it) run in a thread unless ``isolate`` says
+otherwise.
 
 Tokens, as nova confirms a shared instances path (a file created by one host
 must be visible to the other): the first host to probe a shared directory
@@ -24,10 +25,10 @@ import dataclasses
 import errno
 import os
 import re
-import threading
 import uuid as uuidlib
 from typing import Any, Callable, TypeVar
 
+from scheduler_ext.storage import timebox
 from scheduler_ext.storage.errors import PathNotFound, ProbeTimeout, StorageError
 
 T = TypeVar("T")
@@ -88,39 +89,21 @@ class FsSize:
         return max(0, self.free - self.available)
 
 
-def timeboxed(fn: Callable[[], T], timeout: float,
-              on_timeout: Callable[[], Exception]) -> T:
-    """``fn()`` in a daemon thread; ``on_timeout()`` is raised if it has not
-    returned after ``timeout`` seconds, else its result or its exception."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:   # handed to the caller below
-            box["error"] = exc
-    worker = threading.Thread(target=run, daemon=True,
-                              name="scheduler-ext-storage-probe")
-    worker.start()
-    worker.join(timeout)
-    if worker.is_alive():
-        raise on_timeout()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
 class Probe:
     """Time-boxed calls on one host's paths."""
 
     def __init__(self, host: str, timeout: float = 10.0,
-                 ops: FsOps | None = None):
+                 ops: FsOps | None = None, isolate: bool | None = None):
         if not HOST_NAME.match(host or ""):
             raise StorageError(f"host name {host!r} is not a valid host name",
+                               host=host)
+        if not timeout > 0:
+            raise StorageError(f"probe timeout {timeout!r} must be > 0",
                                host=host)
         self.host = host
         self.timeout = timeout
         self.ops = ops or FsOps()
+        self.isolate = (ops is None) if isolate is None else isolate
 
     def call(self, what: str, path: str, fn: Callable[[], T]) -> T:
         """``fn()`` time-boxed; OS errors become StorageErrors naming the
@@ -130,7 +113,8 @@ class Probe:
                 f"{what} did not answer within {self.timeout:g} s (hung or "
                 "unreachable filesystem)", host=self.host, path=path)
         try:
-            return timeboxed(fn, self.timeout, late)
+            run = timebox.in_child if self.isolate else timebox.in_thread
+            return run(fn, self.timeout, late)
         except (FileNotFoundError, NotADirectoryError) as exc:
             raise PathNotFound(f"{what}: does not exist ({exc.strerror})",
                                host=self.host, path=path) from None
