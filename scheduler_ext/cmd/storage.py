@@ -117,12 +117,13 @@ def _load_reports(files: list[str]) -> list[se_report.HostReport]:
 
 def run_sync(args: argparse.Namespace) -> int:
     reports = _load_reports(args.reports)
-    opts = _conf(args.config_file).storage
+    conf = _conf(args.config_file)
+    opts = conf.storage
     topo = topology.build(reports, reserved_disk_gb=opts.reserved_disk_gb,
                           allocation_ratio=opts.disk_allocation_ratio,
                           size_tolerance=opts.size_tolerance)
     client = (HttpPlacement.from_url(args.placement_url) if args.placement_url
-              else HttpPlacement.from_conf(_conf(args.config_file)))
+              else HttpPlacement.from_conf(conf))
     the_plan = se_sync.plan(client, topo, check_strays=args.check_strays)
     for spec in topo.providers:
         print(f"domain {spec.domain}: provider {spec.name} ({spec.uuid}), "

@@ -102,10 +102,20 @@ def test_three_hosts_on_two_domains_become_two_sharing_providers(
 
 
 def test_a_second_sync_writes_nothing(real_client, private_placement_url, fleet,
-                                      capsys):
+                                      tmp_path, capsys):
+    """Run the way the README shows: placement from nova.conf."""
+    nova_conf = tmp_path / "nova.conf"
+    nova_conf.write_text(f"""
+[placement]
+auth_type = admin_token
+endpoint = {private_placement_url}
+token = admin
+""")
     before = generations(real_client)
-    out = sync(private_placement_url, fleet, capsys, "--apply")
-    assert out.rstrip().endswith("0 changes")
+    code = cli.main(["storage", "sync", "--config-file", str(nova_conf),
+                     "--apply", *map(str, fleet)])
+    out = capsys.readouterr().out
+    assert code == 0 and out.rstrip().endswith("0 changes")
     assert generations(real_client) == before
 
 
