@@ -21,6 +21,8 @@ COMMANDS = {
               "measure the numpy engine against baselines, as ratios"),
     "audit": ("scheduler_ext.cmd.audit",
               "check a placement against the invariants; reconcile moves"),
+    "storage": ("scheduler_ext.cmd.storage",
+                "shared storage from the real topology: discover, sync"),
 }
 
 

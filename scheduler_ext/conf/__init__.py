@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from oslo_config import cfg
 
-from scheduler_ext.conf import placement, scheduler_ext
+from scheduler_ext.conf import placement, scheduler_ext, storage
 
-_MODULES = (scheduler_ext, placement)
+_MODULES = (scheduler_ext, placement, storage)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

@@ -1,0 +1,145 @@
+"""One host's report on an instances path: which mount holds it, what kind
+of filesystem that is, which storage domain, how big, and which other hosts
+wrote into the same directory.
+
+The answer is ``shared`` only when every check agrees: the path resolves to
+a mount of a shared filesystem class, the path's own device number is that
+mount's, and the storage is named (by its mount source, or for a source
+that names nothing, by the domain token). A shared filesystem that fstab
+(or the operator) expects above the path but that is not mounted makes the
+report a ``lost-mount``, whatever the filesystem below is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import posixpath
+
+from scheduler_ext.storage import filesystems, mountinfo
+from scheduler_ext.storage.errors import (
+    MountinfoError, PathNotFound, StorageError)
+from scheduler_ext.storage.probe import Probe
+from scheduler_ext.storage.report import HostReport
+
+
+@dataclasses.dataclass(frozen=True)
+class Tables:
+    """The mount tables a report is built from (text as read)."""
+
+    mountinfo: str
+    fstab: str = ""
+    mountinfo_name: str = "/proc/self/mountinfo"
+    fstab_name: str = "/etc/fstab"
+
+
+def lost_mount(path: str, holder: mountinfo.MountEntry | None,
+               fstab: list[mountinfo.FstabEntry]) -> mountinfo.FstabEntry | None:
+    """The shared filesystem fstab mounts above ``path`` on a longer mount
+    point than the mount that really holds it (so it is not mounted)."""
+    held_at = holder.mount_point if holder else ""
+    best = None
+    for entry in fstab:
+        if not filesystems.classify(entry.fstype).shared:
+            continue
+        if mountinfo.covers(entry.mount_point, path) and \
+                len(entry.mount_point.rstrip("/")) > len(held_at.rstrip("/")) and \
+                (best is None or len(entry.mount_point) > len(best.mount_point)):
+            best = entry
+    return best
+
+
+def _lost(probe: Probe, path: str, where: str, problem: str) -> HostReport:
+    return HostReport(probe.host, path, "lost-mount", lost_mount=where,
+                      problems=(f"host {probe.host}, path {path}: {problem}",))
+
+
+def discover(probe: Probe, path: str, tables: Tables, *,
+             expect_shared: bool = False, write_token: bool = True) -> HostReport:
+    """The report for ``path`` on ``probe.host``. Raises StorageError
+    subclasses (naming host and path) for a mount table that does not
+    parse, a path that does not exist and a call that hangs."""
+    host = probe.host
+    if not path.startswith("/"):
+        raise StorageError("the instances path must be absolute", host=host,
+                           path=path)
+    try:
+        entries = mountinfo.parse(tables.mountinfo, host=host,
+                                  source=tables.mountinfo_name)
+        fstab = mountinfo.parse_fstab(tables.fstab, host=host,
+                                      source=tables.fstab_name)
+    except MountinfoError as exc:   # say which path was being resolved
+        raise MountinfoError(exc.detail, host=host, path=path) from None
+    real = posixpath.normpath(probe.realpath(path))
+    holder = mountinfo.resolve(real, entries)
+    missing = lost_mount(real, holder, fstab)
+    if missing is not None:
+        return _lost(probe, path, missing.mount_point,
+                     f"{missing.fstype} {missing.source} belongs on "
+                     f"{missing.mount_point} ({tables.fstab_name} line "
+                     f"{missing.line}) but is not mounted; the path falls on "
+                     f"{holder.mount_point if holder else 'nothing'}")
+    if holder is None:
+        raise StorageError(f"no mount in {tables.mountinfo_name} holds "
+                           f"{real}", host=host, path=path)
+    device = probe.device(real)
+    kind = filesystems.classify(holder.fstype)
+    if expect_shared and not kind.shared:
+        return _lost(probe, path, "",
+                     f"expected on shared storage but on {holder.fstype} "
+                     f"{holder.source} mounted at {holder.mount_point}")
+    return _describe(probe, path, real, holder, kind, device, write_token)
+
+
+def _describe(probe: Probe, path: str, real: str, holder: mountinfo.MountEntry,
+              kind: filesystems.FsKind, device: tuple[int, int],
+              write_token: bool) -> HostReport:
+    where = f"host {probe.host}, path {path}"
+    size = probe.size(real)
+    facts = HostReport(
+        host=probe.host, path=path, state="local", fstype=holder.fstype,
+        fs_class=kind.fs_class.value, family=kind.family,
+        mount_point=holder.mount_point, mount_root=holder.root,
+        source=holder.source, device=f"{holder.major}:{holder.minor}",
+        total_bytes=size.total, free_bytes=size.free,
+        available_bytes=size.available)
+    if device != holder.device:
+        problem = (f"{where}: the path's device {device[0]}:{device[1]} is "
+                   f"not the device {holder.major}:{holder.minor} of the mount "
+                   f"at {holder.mount_point} ({holder.fstype}); the mount "
+                   "table and the path disagree")
+        return dataclasses.replace(
+            facts, state="unconfirmed" if kind.shared else "local",
+            problems=(problem,))
+    if not kind.shared:
+        return facts
+    token = probe.ensure_token(real) if write_token else probe.read_token(real)
+    seen = probe.hosts_seen(real, token) if token else ()
+    key = filesystems.storage_key(kind, holder.source, holder.option)
+    domain = filesystems.domain_id(kind, key, mountinfo.location(holder, real),
+                                   token)
+    if domain is None:
+        return dataclasses.replace(facts, state="unconfirmed", problems=(
+            f"{where}: {holder.fstype} source {holder.source!r} does not name "
+            "its storage and there is no domain token; run discover without "
+            "--read-only",))
+    problems = () if token else (
+        f"{where}: no domain token; other hosts cannot confirm they share "
+        "this directory (run discover without --read-only)",)
+    return dataclasses.replace(facts, state="shared", domain=domain,
+                               token=token, hosts_seen=seen, problems=problems)
+
+
+def read_tables(probe: Probe, mountinfo_file: str = "/proc/self/mountinfo",
+                fstab_file: str | None = "/etc/fstab") -> Tables:
+    """Read the mount tables (time-boxed like every other call); a missing
+    fstab is an empty one."""
+    text = probe.call("read", mountinfo_file,
+                      lambda: probe.ops.read_text(mountinfo_file))
+    fstab = ""
+    if fstab_file:
+        try:
+            fstab = probe.call("read", fstab_file,
+                               lambda: probe.ops.read_text(fstab_file))
+        except PathNotFound:
+            fstab = ""
+    return Tables(text, fstab, mountinfo_file, fstab_file or "")
