@@ -14,8 +14,9 @@ from tests.functional.claim_race import (
     EXEMPTION_LOG, placement_on_postgres, race_rounds)
 
 CAPACITY = 8
-#: the earlier investigation saw overcommit in 17 to 20 of 20 rounds; the
-#: test stops at the first one, so a pass usually costs one or two rounds
+#: with 2 gthread workers x 4 threads the first round overcommitted in 5 of
+#: 5 tries (10-13 of 16 claims accepted, 2-core machine under load); the
+#: test stops at the first overcommit, so a pass usually costs one round
 MAX_ROUNDS = 30
 
 
