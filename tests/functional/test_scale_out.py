@@ -1,30 +1,25 @@
 """Four scheduler processes booting and resizing concurrently against one
-placement on PostgreSQL: nothing lost, usage equal to the allocations,
-nothing left over; and no overcommit when placement serializes its writes.
-
-With several WSGI workers, openstack-placement 16.0.0 on PostgreSQL lets
-concurrent claims on one provider overcommit it by itself (see
-scheduler_ext/scaleout.py); that run asserts everything but capacity and
-reports what placement overcommitted.
+placement on PostgreSQL with several WSGI workers, deployed for several
+schedulers (``[placement] allocation_conflict_retry_count = 1``, the
+client re-sends on ``409 placement.concurrent_update``): nothing lost,
+usage equal to the allocations, nothing left over, and no provider over
+capacity, with process-based (sync) and thread-based (gthread) workers.
 """
 
-import warnings
+import pytest
 
 from scheduler_ext.lab import scaleout
 
 
-def test_four_schedulers_several_wsgi_workers():
-    result = scaleout.run_once(4, hosts=8, ops=12, wsgi_workers=3)
-    assert result["problems"] == []
-    assert result["decisions"] >= 20
-    assert result["servers"] > 0
-    if result["overcommit"]:
-        warnings.warn("placement overcommitted under concurrent claims: "
-                      + "; ".join(result["overcommit"]))
-
-
-def test_four_schedulers_serialized_placement_never_overcommits():
-    result = scaleout.run_once(4, hosts=8, ops=12, wsgi_workers=1)
+@pytest.mark.parametrize("wsgi_workers, worker_class, threads", [
+    (3, "sync", 1), (2, "gthread", 4)], ids=["sync-3", "gthread-2x4"])
+def test_four_schedulers_several_placement_workers_never_overcommit(
+        wsgi_workers, worker_class, threads):
+    result = scaleout.run_once(
+        4, hosts=8, ops=12, wsgi_workers=wsgi_workers,
+        wsgi_worker_class=worker_class, wsgi_threads=threads,
+        placement_conf={"placement": {"allocation_conflict_retry_count": 1}})
     assert result["problems"] == []
     assert result["overcommit"] == []
     assert result["decisions"] >= 20
+    assert result["servers"] > 0
