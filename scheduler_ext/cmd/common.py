@@ -137,7 +137,7 @@ def print_json(data: Any) -> None:
 QUIET = ["scheduler_ext=WARNING",
          # the nova model logs what nova's compute logs at ERROR for a move
          # that is expected in a simulation (nothing to move back)
-         "scheduler_ext.lab.nova_model=CRITICAL", "stevedore=WARNING",
+         "scheduler_ext.lab.nova_model=CRITICAL", "stevedore=ERROR",
          "keystoneauth=WARNING", "urllib3=WARNING", "nova=WARNING",
          "oslo_db=WARNING", "sqlalchemy=WARNING"]
 
