@@ -146,8 +146,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         common.write_json(args.json, report)
     if args.plot:
-        name = "file" if "file" in runs else "random" if "random" in runs else None
-        if name is not None:
+        name = "file" if "file" in runs else "random" if "random" in runs else ""
+        if name:
             plot.draw(args.plot, {s: t.timeline for s, t in runs[name].items()},
                       f"scheduler-ext simulate: {name} scenario")
     broken = sum(t.violation_count for tallies in runs.values()
@@ -160,8 +160,12 @@ def _replay(scenario: Any, strategies: tuple[str, ...], args: argparse.Namespace
     from scheduler_ext.lab.scenario_run import run_scenario
     bars = _Bars(strategies, len(scenario.events), progress)
     try:
-        return {s: run_scenario(scenario, s, args.full_check_every,
-                                lambda n, s=s: bars(s, n))
-                for s in strategies}
+        out = {}
+        for strategy in strategies:
+            def report(n: int, strategy: str = strategy) -> None:
+                bars(strategy, n)
+            out[strategy] = run_scenario(scenario, strategy,
+                                         args.full_check_every, report)
+        return out
     finally:
         bars.close()

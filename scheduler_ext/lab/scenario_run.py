@@ -66,28 +66,28 @@ class ScenarioRun(Run):
 
     def step(self, step: int) -> None:
         event = self.scenario.events[step]
-        op, name = event["op"], event.get("server")
+        op, name = event["op"], str(event.get("server", ""))
         if op == "reconcile":
             self.reconcile_dirty()
             self.after(step, op, self.reconciled, self.exact)
             return
-        uuid = self.servers.get(name) if name else None
-        if op != "boot" and (uuid is None or uuid not in self.model.servers):
+        flavor = self.scenario.flavors.get(event.get("flavor", ""), {})
+        if op == "boot":
+            server = self.attempt("boot", self.model.boot, flavor)
+            acted = [server.uuid] if server is not None else []
+            if server is not None:
+                self.servers[name] = server.uuid
+            self.after(step, op, acted, False)
+            return
+        uuid = self.servers.get(name, "")
+        if uuid not in self.model.servers:
             self.tally.counts[f"{op} skipped (no such server)"] += 1
             self.after(step, op, [], False)
             return
-        flavor = self.scenario.flavors.get(event.get("flavor", ""), {})
-        acted = [uuid] if uuid else []
-        if op == "boot":
-            server = self.attempt("boot", self.model.boot, flavor)
-            if server is not None:
-                self.servers[name] = server.uuid
-                acted = [server.uuid]
-        else:
-            self._move(op, uuid, flavor)
-            if op != "delete":
-                self.dirty.add(uuid)
-        self.after(step, op, acted, False)
+        self._move(op, uuid, flavor)
+        if op != "delete":
+            self.dirty.add(uuid)
+        self.after(step, op, [uuid], False)
 
     def _move(self, op: str, uuid: str, flavor: dict[str, int]) -> None:
         model, counts = self.model, self.tally.counts
