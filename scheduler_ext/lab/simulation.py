@@ -176,7 +176,8 @@ class Run:
 
     def start(self) -> None:
         """After the fill: a full check, then touched-set checks (when the
-        placement has a change feed)."""
+        placement has a change feed). ``run`` calls it unless done before
+        (once for every strategy run from one fill)."""
         check(self.client, self.model, self.tally, False, "the fill")
         if isinstance(self.client, ChangeFeed):
             self.checker = invariants.TouchedChecker(
@@ -210,7 +211,8 @@ class Run:
         ``use_strategy``), then ``finish``. ``progress(n)`` is called with
         the steps done, about every 1% of the run."""
         started = time.monotonic()
-        self.start()
+        if self.checker is None:
+            self.start()
         every = max(1, steps // SAMPLES)
         tick = max(1, steps // 100)
         self.sample(0)

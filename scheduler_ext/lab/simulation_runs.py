@@ -46,6 +46,7 @@ def run_strategies(strategies: tuple[str, ...], hosts: int, sharing: int,
     def fresh() -> RandomRun:
         sim = RandomRun(hosts, sharing, seed, full_check_every=full_check_every)
         sim.fill()
+        sim.start()     # the check after the fill, shared by forked runs
         return sim
     sim = fresh()
     servers = len(sim.model.servers)
