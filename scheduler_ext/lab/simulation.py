@@ -41,7 +41,7 @@ FLAVORS = {
 OPERATIONS = {"resize": 30, "migrate": 10, "finish": 30, "fail": 8,
               "delete": 6, "boot": 10, "reconcile": 6}
 #: a full invariant check every this many steps (and always at the end)
-FULL_CHECK_EVERY = 10_000
+FULL_CHECK_EVERY = 25_000
 #: timeline samples per run (about)
 SAMPLES = 200
 #: DISK_GB of one sharing provider per compute node it serves (the
