@@ -62,6 +62,19 @@ class InvalidRequest(PlacementError):
         self.value = value
 
 
+class InvalidInput(InvalidRequest):
+    """Refused by our own checks before anything was sent to placement.
+
+    It is an ``InvalidRequest`` (placement would answer such input with a
+    400, and nothing changed), so callers handle both alike; it prints as
+    ours, never as an answer from placement. The embedded placement answers
+    the same input with a plain ``InvalidRequest``, as the real one does.
+    """
+
+    def __str__(self) -> str:
+        return f"invalid input (refused before reaching placement): {self.detail}"
+
+
 class NotFound(PlacementError):
     """404: the provider, consumer or allocation is not there."""
 

@@ -1,27 +1,33 @@
 """``scheduler-ext audit``: check a placement against the invariants, and
 reconcile move allocations against what nova knows.
 
-Without ``--instances`` it checks placement alone: usage equals the sum of
-the consumers' allocations and stays within capacity on every provider, and
-lists migration consumers that still hold allocations. With ``--instances
-FILE`` (JSON written by the nova adapter, or by hand: a list of instances
-with ``uuid``, ``host``, ``resources``, ``project_id``, ``user_id`` and
-``moves``) it also runs reconcile: a dry run that prints each fix, or with
-``--apply`` one atomic write per fix.
+Placement alone: usage equals the sum of the consumers' allocations and
+stays within capacity on every provider; migration consumers holding
+allocations are listed. What nova knows comes from nova itself when
+``--config-file`` is given and nova is installed (instances, flavors and
+migrations through nova's objects, as the scheduler service reads them),
+or from ``--instances FILE`` (the format is in ``audit_input``; ``--export
+FILE`` writes it from what was read). With it, the audit plans one atomic
+fix per instance whose allocations are off (a migration left holding, a
+same-host resize still holding max(old, new), a class lost from a sharing
+provider, more than the flavor) and, when nova was read, one per consumer
+nova does not know (its allocations are deleted, as ``nova-manage placement
+audit --delete`` does). A dry run by default; ``--apply`` writes the fixes
+one at a time, prints each, stops at the first error saying what was and
+was not written, and ends with a summary.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import importlib.util
+import sys
+from typing import Any
 
-from oslo_config import cfg
-
-from scheduler_ext import conf as se_conf
-from scheduler_ext import errors
-from scheduler_ext.lab import invariants
-from scheduler_ext.placement.http import HttpPlacement
-from scheduler_ext.moves.reconcile import Reconciler, load_instances
+from scheduler_ext.cmd import common
+from scheduler_ext.cmd import audit_input
+from scheduler_ext.cmd.audit_plan import Findings, examine
+from scheduler_ext.moves.reconcile import dump_instances
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,50 +36,76 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="a placement with auth_strategy=noauth2 "
                             "(tests, labs)")
     where.add_argument("--config-file", action="append",
+                       type=common.readable_file,
                        help="nova.conf: placement is reached with its "
-                            "[placement] options (repeatable)")
-    parser.add_argument("--instances", type=argparse.FileType("r"),
-                        help="JSON list of instances and their moves; "
-                             "enables reconcile")
+                            "[placement] options, and nova (when installed) "
+                            "is read through its objects (repeatable)")
+    parser.add_argument("--instances", type=common.readable_file, metavar="FILE",
+                        help="what nova knows, from a JSON file (instead of "
+                             "reading nova); enables reconcile")
+    parser.add_argument("--no-nova", action="store_true",
+                        help="with --config-file: do not read nova")
+    parser.add_argument("--export", type=common.writable_file, metavar="FILE",
+                        help="write the instances read (from nova or "
+                             "--instances) as JSON to FILE, for offline use")
     parser.add_argument("--apply", action="store_true",
-                        help="write the reconcile fixes (default: dry run)")
+                        help="write the fixes, one at a time (default: dry run)")
+    common.add_format(parser)
 
 
-def _client(args: argparse.Namespace):
+def _nova(args: argparse.Namespace, context: Any) -> Any:
+    """What nova knows (a NovaView), or None when it is not to be read."""
+    if context is None:
+        if not args.config_file or args.no_nova or args.instances:
+            return None
+        if importlib.util.find_spec("nova") is None:
+            print("scheduler-ext audit: nova is not installed here: checking "
+                  "placement alone (--instances FILE gives what nova knows)",
+                  file=sys.stderr)
+            return None
+    from scheduler_ext.nova import audit as nova_audit
+    try:
+        if context is None:
+            context = nova_audit.admin_context(args.config_file)
+        return nova_audit.read(context)
+    except Exception as exc:    # nova's config and database: any failure
+        raise common.UsageError(
+            f"--config-file {', '.join(args.config_file or [])}: reading nova "
+            f"failed: {type(exc).__name__}: {exc}") from None
+
+
+def run(args: argparse.Namespace, nova_context: Any = None) -> int:
+    """The audit; ``nova_context`` (tests inside nova's harness) reads nova
+    through that admin context instead of nova.conf's databases."""
     if args.placement_url:
-        return HttpPlacement.from_url(args.placement_url)
-    conf = cfg.ConfigOpts()
-    se_conf.register_opts(conf)
-    conf([], project="nova", default_config_files=args.config_file)
-    return HttpPlacement.from_conf(conf)
-
-
-def run(args: argparse.Namespace) -> int:
-    client = _client(args)
-    problems = invariants.check_providers(client)
-    for p in problems:
-        print(f"provider: {p}")
-    leftovers = 0
-    for prov in client.list_providers():
-        for consumer in client.get_provider_allocations(prov.uuid):
-            if client.get_consumer(consumer).consumer_type == "MIGRATION":
-                leftovers += 1
-                print(f"migration {consumer} holds allocations on {prov.name}")
-    fixes = []
+        client = audit_input.placement_url(args.placement_url)
+    else:
+        conf = audit_input.nova_conf(args.config_file)
+        client = audit_input.placement_from_conf(conf, args.config_file)
+    states = known = None
     if args.instances:
-        try:
-            data = json.load(args.instances)
-        except ValueError as exc:
-            raise errors.InvalidRequest(f"--instances: not JSON: {exc}",
-                                        field="instances", value=args.instances.name)
-        fixes = Reconciler(client).run(load_instances(data), apply=args.apply)
-        for f in fixes:
-            state = ("applied" if f.applied else
-                     f"FAILED: {f.error}" if f.error else "would apply")
-            print(f"instance {f.instance_uuid}: {f.reason} [{state}]")
-    print(f"{len(problems)} provider problems, {leftovers} migration "
-          f"allocations, {len(fixes)} reconcile fixes"
-          + ("" if args.apply or not fixes else " (dry run: --apply writes them)"))
-    failed = [f for f in fixes if f.error]
-    return 1 if problems or failed or (fixes and not args.apply) else 0
+        states = audit_input.instances_file(args.instances)
+    view = _nova(args, nova_context)
+    if view is not None:
+        states, known = list(view.instances), view.known
+    if args.export and states is None:
+        raise common.UsageError("--export: nothing to export: read nova "
+                                "(--config-file, nova installed) or give "
+                                "--instances")
+    found = examine(client, states, known)
+    if view is not None:
+        found.left_alone = list(view.left_alone)
+    if args.export:
+        common.write_json(args.export, dump_instances(states or []))
+    table = args.format == "table"
+    if table:
+        found.print_findings(args.apply)
+    code = found.apply(client, table) if args.apply else None
+    if not table:
+        common.print_json(found.as_dict())
+    else:
+        print(found.summary(args.apply))
+    if code is not None:
+        return code
+    return common.FINDINGS if found.open_findings() else common.OK
 

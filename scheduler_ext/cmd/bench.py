@@ -28,58 +28,83 @@ average is printed with them. Nothing here asserts a timing.
 from __future__ import annotations
 
 import argparse
+import glob
+import importlib.util
 import json
 import os
-import sys
+import shutil
 from typing import Any
 
+from scheduler_ext.cmd import common
 from scheduler_ext.engine import CapacityIndex
 from scheduler_ext.lab import bench_engine as measure
 from scheduler_ext.lab import synthetic
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sizes", default="1000,10000,100000,1000000",
-                        help="comma-separated fleet sizes in providers "
-                             "(default %(default)s)")
-    parser.add_argument("--repeat", type=int, default=20,
+    parser.add_argument("--sizes", type=common.count_list(10),
+                        default=[1000, 10000, 100000, 1000000],
+                        help="comma-separated fleet sizes in providers, each "
+                             "at least 10 (default 1000,10000,100000,1000000)")
+    parser.add_argument("--repeat", type=common.count(1), default=20,
                         help="rounds of the five flavors per size for the engine "
                              "(default %(default)s)")
-    parser.add_argument("--k", type=int, default=3,
+    parser.add_argument("--k", type=common.count(1), default=3,
                         help="hosts returned per request (default %(default)s)")
-    parser.add_argument("--seed", type=int, default=0, help="fleet seed")
-    parser.add_argument("--baseline-max", type=int, default=1_000_000,
+    parser.add_argument("--seed", type=common.count(0), default=0, help="fleet seed")
+    parser.add_argument("--baseline-max", type=common.count(0), default=1_000_000,
                         help="skip the Python baseline above this size "
                              "(default %(default)s)")
-    parser.add_argument("--baseline-requests", type=int, default=10,
+    parser.add_argument("--baseline-requests", type=common.count(1), default=10,
                         help="Python baseline requests per size, at least one "
                              "per flavor up to this many (default %(default)s)")
     parser.add_argument("--placement", action="store_true",
                         help="also time a real placement (needs the test extra)")
-    parser.add_argument("--placement-max", type=int, default=10_000,
+    parser.add_argument("--placement-max", type=common.count(10), default=10_000,
                         help="largest size loaded into placement (default %(default)s)")
-    parser.add_argument("--placement-repeat", type=int, default=2,
+    parser.add_argument("--placement-repeat", type=common.count(1), default=2,
                         help="placement requests per flavor (default %(default)s)")
     parser.add_argument("--snapshot", action="store_true",
                         help="also time reading the fleet from a real "
                              "placement (API and database) and refreshing "
                              "the engine's index, for sizes up to "
                              "--snapshot-max (needs the test extra)")
-    parser.add_argument("--snapshot-max", type=int, default=50_000,
+    parser.add_argument("--snapshot-max", type=common.count(10), default=50_000,
                         help="largest size loaded for --snapshot "
                              "(default %(default)s)")
-    parser.add_argument("--scale-out", metavar="WORKERS",
+    parser.add_argument("--scale-out", metavar="WORKERS", type=common.count_list(1),
                         help="instead of the engine benchmark, run this many "
                              "scheduler processes (comma-separated, e.g. "
                              "1,2,4) against one placement on PostgreSQL "
                              "and report decisions per second and the "
                              "conflict rate (needs the test extra and "
                              "PostgreSQL's server binaries)")
-    parser.add_argument("--scale-out-ops", type=int, default=40,
+    parser.add_argument("--scale-out-ops", type=common.count(1), default=40,
                         help="operations per scheduler process "
                              "(default %(default)s)")
-    parser.add_argument("--json", metavar="PATH",
+    common.add_format(parser)
+    parser.add_argument("--json", metavar="PATH", type=common.writable_file,
                         help="also write the results as JSON to PATH")
+
+
+def _require(args: argparse.Namespace) -> None:
+    """What the chosen measurements need, checked before any work."""
+    needs = []
+    if args.placement or args.snapshot or args.scale_out:
+        needs += ["placement", "gunicorn"]
+    if args.scale_out:
+        needs.append("psycopg2")
+    for module in needs:
+        if importlib.util.find_spec(module) is None:
+            flag = ("--scale-out" if args.scale_out else
+                    "--placement" if args.placement else "--snapshot")
+            raise common.UsageError(
+                f"{flag} needs the Python module {module!r} (the test extra: "
+                "pip install -e '.[test]')")
+    if args.scale_out and not (shutil.which("initdb") or glob.glob(
+            "/usr/lib/postgresql/*/bin/initdb")):
+        raise common.UsageError("--scale-out needs PostgreSQL's server binaries "
+                                "(initdb; Debian: apt-get install postgresql)")
 
 
 # --------------------------------------------------------------------- run
@@ -91,12 +116,7 @@ def _fmt(v: Any) -> str:
 
 def run_scale_out(args: argparse.Namespace) -> int:
     from scheduler_ext.lab import scaleout
-    try:
-        counts = [int(w) for w in args.scale_out.split(",") if w.strip()]
-    except ValueError:
-        print(f"bench: --scale-out takes worker counts, got {args.scale_out!r}",
-              file=sys.stderr)
-        return 2
+    counts = args.scale_out
     results, bad = [], 0
     base = None
     for n in counts:
@@ -104,46 +124,48 @@ def run_scale_out(args: argparse.Namespace) -> int:
         results.append(r)
         base = base or r["decisions_per_s"]
         bad += len(r["problems"])
-        print(f"schedulers={n}  decisions={r['decisions']} in {r['wall_s']:.1f}s "
-              f"= {r['decisions_per_s']:.1f}/s (x{r['decisions_per_s'] / base:.2f} "
-              f"vs {counts[0]})  claims={r['claims']}  conflicts={r['conflicts']} "
-              f"({100 * r['conflict_rate']:.1f}%)  write re-sends="
-              f"{r['write_retries']}  no valid host={r['no_valid_host']}  "
-              f"servers={r['servers']}  invariant problems={len(r['problems'])}  "
-              f"providers overcommitted by placement={len(r['overcommit'])}",
-              flush=True)
-        for p in (r["problems"] + r["overcommit"])[:10]:
-            print(f"  {p}")
+        if args.format == "table":
+            print(f"schedulers={n}  decisions={r['decisions']} in {r['wall_s']:.1f}s "
+                  f"= {r['decisions_per_s']:.1f}/s (x{r['decisions_per_s'] / base:.2f} "
+                  f"vs {counts[0]})  claims={r['claims']}  conflicts={r['conflicts']} "
+                  f"({100 * r['conflict_rate']:.1f}%)  write re-sends="
+                  f"{r['write_retries']}  no valid host={r['no_valid_host']}  "
+                  f"servers={r['servers']}  invariant problems={len(r['problems'])}  "
+                  f"providers overcommitted by placement={len(r['overcommit'])}",
+                  flush=True)
+            for p in (r["problems"] + r["overcommit"])[:10]:
+                print(f"  {p}")
+    if args.format == "json":
+        print(json.dumps(results, indent=2, default=_fmt))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2, default=_fmt)
-    return 1 if bad else 0
+    return common.FINDINGS if bad else common.OK
 
 
 def run(args: argparse.Namespace) -> int:
+    _require(args)
     if args.scale_out:
         return run_scale_out(args)
-    try:
-        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    except ValueError:
-        print(f"bench: --sizes must be integers, got {args.sizes!r}", file=sys.stderr)
-        return 2
-    if not sizes or min(sizes) < 10:
-        print("bench: sizes must be >= 10", file=sys.stderr)
-        return 2
+    table = args.format == "table"
     results = []
-    print(f"# scheduler-ext bench, load average {os.getloadavg()[0]:.2f} "
-          f"on {os.cpu_count()} CPUs", flush=True)
-    for n in sizes:
+    if table:
+        print(f"# scheduler-ext bench, load average {os.getloadavg()[0]:.2f} "
+              f"on {os.cpu_count()} CPUs", flush=True)
+    for n in args.sizes:
         res = bench_size(n, args)
         results.append(res)
-        _print_size(res)
-    print(f"# load average {os.getloadavg()[0]:.2f}", flush=True)
+        if table:
+            _print_size(res)
+    if table:
+        print(f"# load average {os.getloadavg()[0]:.2f}", flush=True)
+    doc = {"load_average": os.getloadavg(), "results": results}
+    if not table:
+        print(json.dumps(doc, indent=2, default=_fmt))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"load_average": os.getloadavg(), "results": results}, f,
-                      indent=2, default=_fmt)
-    return 0
+            json.dump(doc, f, indent=2, default=_fmt)
+    return common.OK
 
 
 def bench_size(n: int, args: argparse.Namespace) -> dict[str, Any]:

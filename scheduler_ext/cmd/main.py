@@ -1,17 +1,17 @@
 """The ``scheduler-ext`` command: one sub-command per operator job.
 
 Each sub-command lives in its own module exposing ``add_arguments(parser)``
-and ``run(args) -> int``; this file only wires them together.
+and ``run(args) -> int``; this file only wires them together and applies
+the conventions of ``common`` (exit codes, one-line errors, logging).
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
-import logging
 import sys
 
 from scheduler_ext import errors
+from scheduler_ext.cmd import common
 
 #: sub-command -> (module, one-line help)
 COMMANDS = {
@@ -26,13 +26,17 @@ COMMANDS = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser() -> common.Parser:
+    parser = common.Parser(
         prog="scheduler-ext",
-        description="Operator tools of the scheduler-ext nova scheduler extension.")
+        description="Operator tools of the scheduler-ext nova scheduler "
+                    "extension. Exit codes: 0 clean, 1 findings or a broken "
+                    "invariant, 2 a usage or environment error.")
     parser.add_argument("-v", "--verbose", action="count", default=0,
-                        help="log warnings (-v) or everything (-vv) to stderr")
-    sub = parser.add_subparsers(dest="command", required=True)
+                        help="log information (-v) or everything (-vv) to "
+                             "stderr (default: warnings)")
+    sub = parser.add_subparsers(dest="command", required=True,
+                                parser_class=common.Parser)
     for name, (module, help_text) in COMMANDS.items():
         mod = importlib.import_module(module)
         p = sub.add_parser(name, help=help_text, description=help_text)
@@ -43,14 +47,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s",
-        level=(logging.CRITICAL, logging.WARNING, logging.DEBUG)[min(args.verbose, 2)])
+    common.setup_logging(args.verbose)
     try:
         return args.handler(args)
-    except errors.SchedulerExtError as exc:
+    except common.UsageError as exc:
         print(f"scheduler-ext {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        return common.USAGE
+    except errors.SchedulerExtError as exc:
+        # placement's answers print as placement's (status and code); our
+        # own checks (InvalidInput, ConfigError) print as ours
+        print(f"scheduler-ext {args.command}: error: {exc}", file=sys.stderr)
+        return common.USAGE
 
 
 if __name__ == "__main__":

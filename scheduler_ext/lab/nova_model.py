@@ -64,6 +64,8 @@ class NovaModel:
         self.project_id = project_id
         self.user_id = user_id
         self.servers: dict[str, Server] = {}
+        #: migration uuid -> the server it moved (kept after the move ends)
+        self.migration_owner: dict[str, str] = {}
         self._uuid = uuid_factory or (lambda: str(uuidlib.uuid4()))
 
     # ------------------------------------------------------------ helpers
@@ -95,6 +97,33 @@ class NovaModel:
         self.servers[server_uuid] = server
         return server
 
+    def place(self, flavor: Mapping[str, int],
+              allocs: Mapping[str, Mapping[str, int]], host: str) -> Server:
+        """A server booted on ``host`` with ``allocs`` claimed directly
+        (nova's conductor claiming a forced host, one PUT); Conflict when
+        placement refuses it, and then nothing is recorded."""
+        server_uuid = self._uuid()
+        self.client.put_allocations(server_uuid, AllocationWrite(
+            allocs, self.project_id, self.user_id, None, "INSTANCE"))
+        server = Server(server_uuid, dict(flavor), host)
+        self.servers[server_uuid] = server
+        return server
+
+    def owner_of(self, consumer: str) -> str | None:
+        """The live server whose instance or migration ``consumer`` is."""
+        if consumer in self.servers:
+            return consumer
+        owner = self.migration_owner.get(consumer)
+        return owner if owner in self.servers else None
+
+    def state_of(self, server_uuid: str) -> InstanceState | None:
+        """What nova knows of one live server (None once deleted)."""
+        s = self.servers.get(server_uuid)
+        if s is None:
+            return None
+        return InstanceState(s.uuid, s.host, dict(s.flavor), self.project_id,
+                             self.user_id, tuple(s.moves))
+
     def resize(self, server_uuid: str, flavor: Mapping[str, int],
                allow_same_host: bool = True) -> MoveState:
         """Conductor: swap to a migration, schedule; NoValidHost reverts."""
@@ -105,6 +134,7 @@ class NovaModel:
                 f"{server.active.migration_uuid} in progress",
                 field="server", value=server_uuid)
         migration = self._uuid()
+        self.migration_owner[migration] = server_uuid
         # nova records the migration before it touches placement: if the
         # conductor dies half-way, reconcile still knows the consumer
         server.moves.append(MoveState(migration, server.host, server.host,
@@ -168,6 +198,7 @@ class NovaModel:
         server.moves[-1] = dataclasses.replace(move, in_progress=False)
         self._revert_allocation(server, move)
         migration = self._uuid()
+        self.migration_owner[migration] = server_uuid
         server.moves.append(MoveState(migration, move.source, move.source,
                                       dict(move.old_resources),
                                       dict(move.new_resources), False))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Protocol, runtime_checkable
 
+from scheduler_ext.placement.change_log import Changes
 from scheduler_ext.placement.model import (
     AllocationWrite, Allocations, ConsumerAllocations, FleetSnapshot, Inventory,
     Provider, ProviderRecord)
@@ -81,6 +82,21 @@ class CandidatesEndpoint(Protocol):
     def allocation_candidates(self, params: list[tuple[str, str]]) -> dict:
         """The answer body: ``allocation_requests`` and
         ``provider_summaries``."""
+
+
+@runtime_checkable
+class ChangeFeed(Protocol):
+    """A placement that can say what changed since a reader last looked
+    (the embedded one; a real placement has no such endpoint). A reader
+    takes ``change_position()`` before it reads, then asks
+    ``changes_since(position)``: the providers whose inventories, traits,
+    aggregates, usage or existence changed and the consumers whose
+    allocations changed after that position, or ``None`` for both when the
+    position is older than the feed keeps (re-read everything)."""
+
+    def change_position(self) -> int: ...
+
+    def changes_since(self, position: int) -> Changes: ...
 
 
 def read_provider(client: PlacementClient, rp_uuid: str) -> ProviderRecord:

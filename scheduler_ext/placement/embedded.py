@@ -25,12 +25,18 @@ held to the real ``openstack-placement`` by the differential tests in
 * deleting a provider checks for children (cannot_delete_parent) before
   allocations (resource_provider.inuse);
 * an unknown provider is a 404 without an error code (placement only uses
-  ``placement.resource_provider.not_found`` in the reshaper).
+  ``placement.resource_provider.not_found`` in the reshaper);
+* input our own checks refuse (``validation``) is answered as placement
+  answers it: a 400 ``InvalidRequest``.
+
+Beyond placement's API it keeps, per provider, the consumers holding
+allocations there (reads cost what the provider holds, not the whole
+placement) and a change feed (``ChangeFeed``): a numbered log of the
+providers and consumers every call changed.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import threading
 import uuid as uuidlib
@@ -38,6 +44,9 @@ from typing import Iterable, Mapping
 
 from scheduler_ext import errors
 from scheduler_ext.placement import validation, write_capacity
+from scheduler_ext.placement.change_log import ChangeLog, Changes
+from scheduler_ext.placement.ledger import AllocationLedger
+from scheduler_ext.placement.validation import answered_as_placement
 from scheduler_ext.placement.model import (
     AllocationWrite, ConsumerAllocations, FleetSnapshot, Inventory, Provider,
     ProviderRecord)
@@ -77,8 +86,10 @@ class EmbeddedPlacement:
         self._consumers: dict[str, _Consumer] = {}
         self._custom_rcs: set[str] = set()
         self._custom_traits: set[str] = set()
-        # (rp, rc) -> used, kept equal to the sum over consumers
-        self._usage: dict[tuple[str, str], int] = {}
+        self._names: dict[str, str] = {}        # provider name -> uuid
+        self._changes = ChangeLog()
+        # usage and holders per provider, equal to the consumers' allocations
+        self._ledger = AllocationLedger(self._changes)
 
     # ------------------------------------------------------------ helpers
     def _provider(self, rp_uuid: str) -> _Provider:
@@ -105,15 +116,28 @@ class EmbeddedPlacement:
                 f"resource provider {prov.uuid} generation conflict: "
                 f"expected {prov.generation}, got {generation}")
 
+    # -------------------------------------------------------- change feed
+    def change_position(self) -> int:
+        """The change feed's position now (see ``ChangeFeed``)."""
+        with self._lock:
+            return self._changes.position
+
+    def changes_since(self, position: int) -> Changes:
+        """Providers and consumers changed after ``position``."""
+        with self._lock:
+            return self._changes.since(position)
+
     # ---------------------------------------------------------- providers
     def list_providers(self) -> list[Provider]:
         with self._lock:
             return [p.public() for p in self._providers.values()]
 
+    @answered_as_placement
     def get_provider(self, rp_uuid: str) -> Provider:
         with self._lock:
             return self._provider(rp_uuid).public()
 
+    @answered_as_placement
     def create_provider(self, name: str, uuid: str | None = None,
                         parent_provider_uuid: str | None = None) -> Provider:
         name = validation.provider_name(name)
@@ -131,14 +155,17 @@ class EmbeddedPlacement:
             if rp_uuid in self._providers:
                 raise errors.Conflict(f"provider uuid {rp_uuid} already exists",
                                       code=errors.DUPLICATE_NAME)
-            if any(p.name == name for p in self._providers.values()):
+            if name in self._names:
                 raise errors.Conflict(f"provider name {name!r} already exists",
                                       code=errors.DUPLICATE_NAME)
             prov = _Provider(rp_uuid, name, parent_provider_uuid,
                              parent.root if parent else rp_uuid)
             self._providers[rp_uuid] = prov
+            self._names[name] = rp_uuid
+            self._changes.provider(rp_uuid)
             return prov.public()
 
+    @answered_as_placement
     def delete_provider(self, rp_uuid: str) -> None:
         with self._lock:
             prov = self._provider(rp_uuid)
@@ -146,26 +173,32 @@ class EmbeddedPlacement:
             if any(p.parent == prov.uuid for p in self._providers.values()):
                 raise errors.Conflict(f"provider {prov.uuid} has children",
                                       code=errors.PROVIDER_CANNOT_DELETE_PARENT)
-            if any(rp == prov.uuid for rp, _ in self._usage):
+            if self._ledger.in_use(prov.uuid):
                 raise errors.InUse(f"provider {prov.uuid} has allocations",
                                    code=errors.PROVIDER_IN_USE)
             del self._providers[prov.uuid]
+            del self._names[prov.name]
+            self._ledger.forget_provider(prov.uuid)
 
+    @answered_as_placement
     def create_resource_class(self, name: str) -> None:
         name = validation.custom_name(name, "resource_class")
         with self._lock:
             self._custom_rcs.add(name)
 
+    @answered_as_placement
     def create_trait(self, name: str) -> None:
         name = validation.custom_name(name, "trait")
         with self._lock:
             self._custom_traits.add(name)
 
+    @answered_as_placement
     def get_inventories(self, rp_uuid: str) -> tuple[int, dict[str, Inventory]]:
         with self._lock:
             prov = self._provider(rp_uuid)
             return prov.generation, dict(prov.inventories)
 
+    @answered_as_placement
     def set_inventories(self, rp_uuid: str, generation: int,
                         inventories: Mapping[str, Inventory]) -> int:
         invs = validation.inventories(inventories)
@@ -178,20 +211,23 @@ class EmbeddedPlacement:
                         f"unknown resource class {rc} in inventory of {prov.uuid}",
                         field="resource_class", value=rc)
             for rc in sorted(set(prov.inventories) - set(invs)):
-                if self._usage.get((prov.uuid, rc)):
+                if self._ledger.used(prov.uuid, rc):
                     raise errors.InUse(
                         f"cannot remove {rc} inventory of {prov.uuid}: "
-                        f"{self._usage[(prov.uuid, rc)]} in use",
+                        f"{self._ledger.used(prov.uuid, rc)} in use",
                         code=errors.INVENTORY_INUSE)
             prov.inventories = invs
             prov.generation += 1
+            self._changes.provider(prov.uuid)
             return prov.generation
 
+    @answered_as_placement
     def get_traits(self, rp_uuid: str) -> tuple[int, frozenset[str]]:
         with self._lock:
             prov = self._provider(rp_uuid)
             return prov.generation, prov.traits
 
+    @answered_as_placement
     def set_traits(self, rp_uuid: str, generation: int,
                    traits: Iterable[str]) -> int:
         names = validation.names(traits, validation.trait, "traits")
@@ -205,13 +241,16 @@ class EmbeddedPlacement:
             if names != prov.traits:    # an unchanged set bumps nothing
                 prov.traits = names
                 prov.generation += 1
+                self._changes.provider(prov.uuid)
             return prov.generation
 
+    @answered_as_placement
     def get_aggregates(self, rp_uuid: str) -> tuple[int, frozenset[str]]:
         with self._lock:
             prov = self._provider(rp_uuid)
             return prov.generation, prov.aggregates
 
+    @answered_as_placement
     def set_aggregates(self, rp_uuid: str, generation: int,
                        aggregates: Iterable[str]) -> int:
         aggs = validation.names(aggregates, validation.uuid, "aggregates")
@@ -220,15 +259,18 @@ class EmbeddedPlacement:
             self._check_generation(prov, generation)
             prov.aggregates = aggs
             prov.generation += 1
+            self._changes.provider(prov.uuid)
             return prov.generation
 
     # -------------------------------------------------------- allocations
+    @answered_as_placement
     def get_usages(self, rp_uuid: str) -> dict[str, int]:
         with self._lock:
             prov = self._provider(rp_uuid)
-            return {rc: self._usage.get((prov.uuid, rc), 0)
+            return {rc: self._ledger.used(prov.uuid, rc)
                     for rc in prov.inventories}
 
+    @answered_as_placement
     def get_consumer(self, consumer_uuid: str) -> ConsumerAllocations:
         consumer_uuid = validation.uuid(consumer_uuid, "consumer_uuid")
         with self._lock:
@@ -236,19 +278,22 @@ class EmbeddedPlacement:
             if cons is None or not cons.allocations:
                 return ConsumerAllocations({})
             return ConsumerAllocations(
-                copy.deepcopy(cons.allocations), cons.generation,
+                {rp: dict(res) for rp, res in cons.allocations.items()},
+                cons.generation,
                 cons.project_id, cons.user_id, cons.consumer_type)
 
+    @answered_as_placement
     def get_provider_allocations(self, rp_uuid: str) -> dict[str, dict[str, int]]:
         with self._lock:
             prov = self._provider(rp_uuid)
-            return {c: dict(cons.allocations[prov.uuid])
-                    for c, cons in self._consumers.items()
-                    if prov.uuid in cons.allocations}
+            return {c: dict(self._consumers[c].allocations[prov.uuid])
+                    for c in self._ledger.holders(prov.uuid)}
 
+    @answered_as_placement
     def put_allocations(self, consumer_uuid: str, write: AllocationWrite) -> None:
         self.post_allocations({consumer_uuid: write})
 
+    @answered_as_placement
     def post_allocations(self, writes: Mapping[str, AllocationWrite]) -> None:
         if not isinstance(writes, Mapping) or not writes:
             raise validation.bad("allocations", writes,
@@ -271,20 +316,21 @@ class EmbeddedPlacement:
                     self._consumers.pop(c, None)
                 raise
 
+    @answered_as_placement
     def delete_allocations(self, consumer_uuid: str) -> None:
         consumer_uuid = validation.uuid(consumer_uuid, "consumer_uuid")
         with self._lock:
             cons = self._consumers.get(consumer_uuid)
             if cons is None or not cons.allocations:
                 raise errors.NotFound(f"no allocations for consumer {consumer_uuid}")
-            self._apply(cons.allocations, -1)
+            self._ledger.apply(consumer_uuid, cons.allocations, -1)
             del self._consumers[consumer_uuid]
 
     def snapshot(self) -> FleetSnapshot:
         with self._lock:
             return FleetSnapshot(tuple(
                 ProviderRecord(p.public(), dict(p.inventories),
-                               {rc: self._usage.get((p.uuid, rc), 0)
+                               {rc: self._ledger.used(p.uuid, rc)
                                 for rc in p.inventories},
                                p.traits, p.aggregates)
                 for p in self._providers.values()))
@@ -317,17 +363,17 @@ class EmbeddedPlacement:
         rows = self._rows(checked)
         old = {c: self._consumers[c].allocations for c in checked}
         write_capacity.check(
-            rows, self._usage, old,
+            rows, self._ledger.usage, old,
             {rp: self._providers[rp].inventories for _, rp, _, _ in rows})
         for c, allocs in old.items():
-            self._apply(allocs, -1)
+            self._ledger.apply(c, allocs, -1)
             self._consumers[c].allocations = {}
         for c, write in checked.items():
             cons = self._consumers[c]
             cons.project_id, cons.user_id = write.project_id, write.user_id
             cons.consumer_type = write.consumer_type
             cons.allocations = {rp: dict(res) for rp, res in write.allocations.items()}
-            self._apply(cons.allocations, +1)
+            self._ledger.apply(c, cons.allocations, +1)
         for rp in dict.fromkeys(rp for _, rp, _, _ in rows):
             self._providers[rp].generation += 1
         for c in dict.fromkeys(c for c, _, _, _ in rows):
@@ -352,12 +398,3 @@ class EmbeddedPlacement:
                     f"unable to allocate inventory: no such resource class {rc}",
                     field="resource_class", value=rc)
         return rows
-
-    def _apply(self, allocs: Mapping[str, Mapping[str, int]], sign: int) -> None:
-        for rp, res in allocs.items():
-            for rc, n in res.items():
-                value = self._usage.get((rp, rc), 0) + sign * n
-                if value:
-                    self._usage[(rp, rc)] = value
-                else:
-                    self._usage.pop((rp, rc), None)

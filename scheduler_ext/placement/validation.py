@@ -3,19 +3,20 @@
 They run before anything is sent or changed, so bad input never reaches
 placement and never changes state. They are stricter than placement where
 placement accepts nonsense (an allocation ratio <= 0, max_unit < min_unit).
-Every failure is an InvalidRequest naming the field and the value.
+Every failure is an ``InvalidInput`` (an ``InvalidRequest`` that prints as
+our own check, not as placement's answer) naming the field and the value.
 """
 
 from __future__ import annotations
 
+import functools
 import re
-import uuid as uuidlib
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 import os_resource_classes
 import os_traits
 
-from scheduler_ext.errors import InvalidRequest
+from scheduler_ext.errors import InvalidInput, InvalidRequest
 from scheduler_ext.placement.model import MAX_INT, AllocationWrite, Inventory
 
 _NAME_RE = re.compile(r"^[A-Z0-9_]+$")
@@ -26,15 +27,40 @@ _UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
                       r"[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
 
-def bad(field: str, value: Any, why: str) -> InvalidRequest:
-    return InvalidRequest(f"{field}={value!r}: {why}", field=field, value=value)
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def answered_as_placement(method: _Method) -> _Method:
+    """For the embedded placement: input these checks refuse is answered as
+    placement answers it, a plain 400 ``InvalidRequest`` (not our
+    ``InvalidInput``)."""
+    @functools.wraps(method)
+    def answer(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except InvalidInput as exc:
+            raise InvalidRequest(exc.detail, field=exc.field,
+                                 value=exc.value) from None
+    return answer  # type: ignore[return-value]
+
+
+def bad(field: str, value: Any, why: str) -> InvalidInput:
+    return InvalidInput(f"{field}={value!r}: {why}", field=field, value=value)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _canonical_uuid(value: str) -> str | None:
+    # the pattern admits only the hyphenated form, whose canonical string
+    # is its lower case (what str(uuid.UUID(value)) gives)
+    return value.lower() if _UUID_RE.match(value) else None
 
 
 def uuid(value: Any, field: str) -> str:
     """Return ``value`` as a canonical lower-case UUID string."""
-    if not isinstance(value, str) or not _UUID_RE.match(value):
+    canonical = _canonical_uuid(value) if isinstance(value, str) else None
+    if canonical is None:
         raise bad(field, value, "not a UUID (8-4-4-4-12 hexadecimal digits)")
-    return str(uuidlib.UUID(value))
+    return canonical
 
 
 def resource_class(name: Any, field: str = "resource_class") -> str:

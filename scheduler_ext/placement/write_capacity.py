@@ -29,11 +29,15 @@ def check(rows: list[Row], usage: Mapping[tuple[str, str], int],
     """
     prev = {(rp, rc): usage[(rp, rc)] for _, rp, rc, _ in rows
             if (rp, rc) in usage}
-    used = dict(usage)
+    # usage once the written consumers are dropped, for the rows' keys only
+    # (the cost of a write is its size, not the placement's)
+    used = {key: usage.get(key, 0) for key in
+            {(rp, rc) for _, rp, rc, _ in rows}}
     for allocs in old.values():
         for rp, res in allocs.items():
             for rc, n in res.items():
-                used[(rp, rc)] -= n
+                if (rp, rc) in used:
+                    used[(rp, rc)] -= n
     rcs = {rc for _, _, rc, _ in rows}
     missing = sorted({rp for _, rp, _, _ in rows if not rcs & set(inventories[rp])})
     if missing:

@@ -17,7 +17,7 @@ from oslo_config import cfg
 from scheduler_ext import errors
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.placement import PlacementClient
-from scheduler_ext.placement.client import read_provider
+from scheduler_ext.placement.client import ChangeFeed, read_provider
 from scheduler_ext.placement.sql_snapshot import SqlSnapshot
 
 
@@ -32,6 +32,10 @@ class FleetView:
         self.refresh_interval = opts.refresh_interval
         self._read_at = time.monotonic()
         self.sql = None
+        # a placement with a change feed (the embedded one) says which
+        # providers changed: a refresh re-reads only those
+        self.feed = client if isinstance(client, ChangeFeed) else None
+        self.feed_position = self.feed.change_position() if self.feed else 0
         if opts.snapshot_source == "sql":
             if not opts.placement_database_connection:
                 raise errors.ConfigError(
@@ -50,6 +54,8 @@ class FleetView:
         if self.refresh_interval and now - self._read_at < self.refresh_interval:
             return
         self._read_at = now
+        if self.sql is None and self.feed is not None and self.refresh_changed():
+            return
         if self.sql is None:
             # sync re-indexes by generation and corrects usage by value
             self.index.sync(self.client.snapshot())
@@ -62,8 +68,30 @@ class FleetView:
             self.index.remove_provider(u)
         self.index.replace_usages(self.sql.usage_rows())
 
+    def refresh_changed(self) -> bool:
+        """Re-read the providers the change feed names; False (nothing
+        done) when the feed no longer reaches back to our position."""
+        assert self.feed is not None
+        changes = self.feed.changes_since(self.feed_position)
+        if changes.providers is None:
+            # too far behind: the full re-read below, from a position taken
+            # before it (what changes meanwhile is read again next time)
+            self.feed_position = changes.position
+            return False
+        self.feed_position = changes.position
+        self.reread(changes.providers)
+        return True
+
     def changed(self, providers: Iterable[str]) -> None:
-        """Re-read these providers (we wrote allocations on them)."""
+        """Re-read these providers (we wrote allocations on them). With a
+        change feed, whatever changed since the last read instead: the
+        index is current for every provider the feed does not name."""
+        if self.feed is not None and self.refresh_changed():
+            return
+        self.reread(providers)
+
+    def reread(self, providers: Iterable[str]) -> None:
+        """Re-read these providers from the API."""
         for rp in dict.fromkeys(providers):
             try:
                 record = read_provider(self.client, rp)

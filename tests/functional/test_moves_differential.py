@@ -16,5 +16,8 @@ def test_random_lifecycle_same_on_both_backends(real_client, strategy):
     assert real.violations == []
     assert embedded.violations == []
     assert real.counts == embedded.counts
-    assert sum(v for k, v in real.counts.items() if k.endswith(" ok")) > 30
+    # the fill claims its servers directly; the steps' operations then
+    # run through the scheduler and nova's modelled conductor and compute
+    assert real.counts["servers placed by the fill"] > 5
+    assert sum(v for k, v in real.counts.items() if k.endswith(" ok")) > 15
     assert real.final == embedded.final

@@ -27,6 +27,7 @@ from tests.nova import nova_run  # noqa: E402
 OURS = "tests.nova.cases_moving.ServerMovingTestsSchedulerExt"
 STOCK = "tests.nova.cases_moving.ServerMovingTestsStock"
 TARGETS = ["tests.nova.cases_adapter", "tests.nova.cases_scenarios",
+           "tests.nova.cases_audit",
            "tests.nova.cases_nova22", OURS, STOCK]
 #: worker processes (2 on the CI machine); SCHEDULER_EXT_NOVA_WORKERS overrides
 WORKERS = int(os.environ.get("SCHEDULER_EXT_NOVA_WORKERS",
@@ -103,6 +104,15 @@ def test_two_hosts_only_the_source_fits(nova_results):
     _assert_all_pass(nova_results, "OnlySourceFits", at_least=2)
     # nova's own scheduler: NoValidHost on the same fleet
     _assert_all_pass(nova_results, "StockOnlySourceFits")
+
+
+def test_audit_reads_nova_fixes_each_damage(nova_results):
+    """``scheduler-ext audit`` with instances and migrations read through
+    nova's objects: a migration consumer left behind, a same-host resize
+    holding max(old, new), DISK_GB lost from a sharing provider, over
+    capacity and an unknown consumer are found; --apply fixes each; a
+    second audit is clean."""
+    _assert_all_pass(nova_results, "AuditReadsNova")
 
 
 def test_nova_22_driver_contract(nova_results):
