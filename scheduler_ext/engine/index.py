@@ -30,13 +30,14 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from scheduler_ext.engine import summaries
-from scheduler_ext.engine.columns import Column
+from scheduler_ext.engine.columns import Column, column_name
 from scheduler_ext.engine.enumeration import Enumerator
 from scheduler_ext.engine.fit import Choice, Fit
 from scheduler_ext.engine.fleet_arrays import ColumnarFleet
 from scheduler_ext.engine.keys import uuid_keys
 from scheduler_ext.engine.membership import AggregateSets, TraitBits
 from scheduler_ext.engine.solver import Solver
+from scheduler_ext.engine.usage_table import UsageTable
 from scheduler_ext.engine.weigh import Weigher
 from scheduler_ext.placement import allocations, validation
 from scheduler_ext.placement.model import SHARING_TRAIT, FleetSnapshot, ProviderRecord
@@ -106,7 +107,7 @@ class CapacityIndex:
         idx.alive[:n] = True
         idx.key_hi[:n], idx.key_lo[:n] = uuid_keys(idx.uuids)
         for rc, ic in fleet.inventories.items():
-            validation.resource_class(rc)
+            column_name(rc)
             dense = len(ic.rows) >= idx.dense_threshold * n
             col = Column(rc, idx._cap, sparse=not dense,
                          single_precision=idx.single_precision_ratio)
@@ -150,6 +151,11 @@ class CapacityIndex:
     @property
     def resource_classes(self) -> list[str]:
         return sorted(self.columns)
+
+    def live_uuids(self) -> list[str]:
+        """Every provider the index holds (not removed)."""
+        with self.lock:
+            return [u for u, row in self.row_of.items() if self.alive[row]]
 
     def generation(self, rp_uuid: str) -> int | None:
         """The generation last indexed for ``rp_uuid`` (None if unknown)."""
@@ -197,22 +203,17 @@ class CapacityIndex:
                             missing.append((rp, rc))
         return missing
 
-    def replace_usages(self, entries: Iterable[tuple[str, str, int]]) -> None:
+    def replace_usages(self, entries: Iterable[tuple[str, str, int]],
+                       keep: Iterable[str] = ()) -> None:
         """Set every provider's usage from ``(uuid, class, used)`` rows
-        (placement's usage aggregate); what is not listed is unused.
-        Unknown providers and classes are ignored. O(rows + providers)."""
-        by_rc: dict[str, tuple[list[int], list[int]]] = {}
+        (placement's usage aggregate; unlisted: unused), except ``keep``
+        (re-read more recently). Unknown providers and classes are ignored.
+        Under the lock: O(providers) in numpy per class."""
+        table = UsageTable.grouped(entries, self.row_of)  # before the lock
         with self.lock:
-            row_of = self.row_of
-            for u, rc, used in entries:
-                row = row_of.get(u)
-                if row is not None:
-                    rows, vals = by_rc.setdefault(rc, ([], []))
-                    rows.append(row)
-                    vals.append(used)
+            kept = [r for u in keep if (r := self.row_of.get(u)) is not None]
             for rc, col in self.columns.items():
-                rows, vals = by_rc.get(rc, ([], []))
-                col.replace_used(np.array(rows, np.int64), np.array(vals, np.int64))
+                col.replace_used(*table.for_column(rc, col, kept))
 
     def refresh_provider(self, record: ProviderRecord) -> bool:
         """Re-index one provider if its generation changed (or it is new:
@@ -294,7 +295,7 @@ class CapacityIndex:
         invs = rec.inventories
         for rc in invs:
             if rc not in self.columns:
-                validation.resource_class(rc)
+                column_name(rc)
                 self.columns[rc] = Column(rc, self._cap, sparse=True,
                                         single_precision=self.single_precision_ratio)
         for rc, col in self.columns.items():
