@@ -32,7 +32,7 @@ FROM resource_providers rp
 LEFT JOIN resource_providers root ON root.id = rp.root_provider_id
 LEFT JOIN resource_providers parent ON parent.id = rp.parent_provider_id
 """
-_GENERATIONS = "SELECT uuid, generation FROM resource_providers"
+_GENERATIONS = "SELECT id, uuid, generation FROM resource_providers"
 _INVENTORIES = """
 SELECT i.resource_provider_id, rc.name, i.total, i.reserved, i.min_unit,
        i.max_unit, i.step_size, i.allocation_ratio
@@ -55,21 +55,37 @@ FROM resource_provider_aggregates rpa
 JOIN placement_aggregates pa ON pa.id = rpa.aggregate_id
 """
 _ALLOCATIONS_AFTER = """
-SELECT a.id, rp.uuid, a.consumer_id, a.resource_class_id, a.used
-FROM allocations a JOIN resource_providers rp ON rp.id = a.resource_provider_id
-WHERE a.id > :low
+SELECT id, resource_provider_id, resource_class_id, used
+FROM allocations WHERE id > :low ORDER BY id
 """
 _MAX_ALLOCATION_ID = "SELECT MAX(id) FROM allocations"
+_IDS_OF = "SELECT id FROM resource_providers WHERE uuid IN :uuids"
+#: Inventories, traits, aggregates and usage of some providers in one
+#: round trip, without joins (names come from small cached tables):
+#: (kind, provider id, class/trait/aggregate id, numbers...)
+_DETAILS_OF = """
+SELECT 0, resource_provider_id, resource_class_id, total, reserved, min_unit,
+       max_unit, step_size, allocation_ratio
+FROM inventories WHERE resource_provider_id IN :ids
+UNION ALL
+SELECT 1, resource_provider_id, trait_id, 0, 0, 0, 0, 0, 0.0
+FROM resource_provider_traits WHERE resource_provider_id IN :ids
+UNION ALL
+SELECT 2, resource_provider_id, aggregate_id, 0, 0, 0, 0, 0, 0.0
+FROM resource_provider_aggregates WHERE resource_provider_id IN :ids
+UNION ALL
+SELECT 3, resource_provider_id, resource_class_id, SUM(used), 0, 0, 0, 0, 0.0
+FROM allocations WHERE resource_provider_id IN :ids
+GROUP BY resource_provider_id, resource_class_id
+"""
+#: the small name tables the details refer to
+_NAMES = {"classes": "SELECT id, name FROM resource_classes",
+          "traits": "SELECT id, name FROM traits",
+          "aggregates": "SELECT id, uuid FROM placement_aggregates"}
 
 #: One allocation row as the change probe sees it:
-#: (id, provider uuid, consumer uuid, resource class id, used).
-AllocationRow = tuple[int, str, str, int, int]
-
-
-def _in_list(column: str, prefix: str, values: list) -> tuple[str, dict]:
-    names = [f"{prefix}{i}" for i in range(len(values))]
-    return (f" WHERE {column} IN ({', '.join(':' + n for n in names)})",
-            dict(zip(names, values)))
+#: (id, provider id, resource class id, used).
+AllocationRow = tuple[int, int, int, int]
 
 
 class SqlSnapshot:
@@ -84,6 +100,8 @@ class SqlSnapshot:
                 "the sql snapshot source needs SQLAlchemy and the database's "
                 "driver installed") from exc
         self._sa = sqlalchemy
+        self._statements: dict[str, Any] = {}
+        self._names: dict[str, dict[int, str]] = {k: {} for k in _NAMES}
         try:
             self._url = sqlalchemy.engine.make_url(url)
             self._engine = sqlalchemy.create_engine(url)
@@ -115,11 +133,23 @@ class SqlSnapshot:
     def _rows(self, sql: str, where: str = "", params: dict | None = None):
         try:
             with self._engine.connect() as conn:
-                return conn.execute(self._sa.text(sql + where), params or {}).all()
+                return conn.execute(self._statement(sql + where), params or {}).all()
         except self._sa.exc.SQLAlchemyError as exc:
             raise errors.PlacementUnavailable(
                 f"placement database read failed: {exc.__class__.__name__}: "
                 f"{str(exc).splitlines()[0]}") from exc
+
+    def _statement(self, sql: str):
+        """The compiled statement for ``sql`` (cached: SQLAlchemy then
+        reuses its compilation); ``:ids``/``:uuids`` expand to IN lists."""
+        stmt = self._statements.get(sql)
+        if stmt is None:
+            stmt = self._sa.text(sql)
+            for name in ("ids", "uuids"):
+                if f":{name}" in sql:
+                    stmt = stmt.bindparams(self._sa.bindparam(name, expanding=True))
+            self._statements[sql] = stmt
+        return stmt
 
     def dispose(self) -> None:
         """Close pooled connections."""
@@ -129,8 +159,12 @@ class SqlSnapshot:
     def allocations_after(self, low: int) -> list[AllocationRow]:
         """Every allocation row with ``id > low``, ascending by id. An index
         range scan on the primary key: O(rows returned)."""
-        rows = self._rows(_ALLOCATIONS_AFTER, "", {"low": int(low)})
-        return sorted((int(i), u, c, int(rc), int(n)) for i, u, c, rc, n in rows)
+        return [tuple(r) for r in self._rows(_ALLOCATIONS_AFTER, "", {"low": int(low)})]
+
+    def provider_ids(self, uuids: Iterable[str]) -> list[int]:
+        """Database ids of the providers ``uuids`` (unknown ones left out)."""
+        wanted = sorted(set(uuids))
+        return [r[0] for r in self._rows(_IDS_OF, "", {"uuids": wanted})] if wanted else []
 
     def max_allocation_id(self) -> int:
         """The largest allocation id (0 when there is none)."""
@@ -139,57 +173,78 @@ class SqlSnapshot:
     # ------------------------------------------------------------ bulk reads
     def generations(self) -> dict[str, int]:
         """uuid -> generation of every provider."""
-        return {u: g for u, g in self._rows(_GENERATIONS)}
+        return {u: g for _, u, g in self._rows(_GENERATIONS)}
 
-    def usage_rows(self, uuids: Iterable[str] | None = None
-                   ) -> list[tuple[str, str, int]]:
-        """(uuid, class, used) for every provider and class in use, or only
-        for the providers ``uuids``."""
-        where, params = "", dict[str, Any]()
-        if uuids is not None:
-            wanted = sorted(set(uuids))
-            if not wanted:
-                return []
-            where, params = _in_list("rp.uuid", "u", wanted)
-        return [(u, rc, int(used)) for u, rc, used in
-                self._rows(_USAGES, where + _USAGES_GROUP, params)]
+    def provider_table(self) -> list[tuple[int, str, int]]:
+        """(database id, uuid, generation) of every provider."""
+        return [tuple(r) for r in self._rows(_GENERATIONS)]
 
-    def usages(self, uuids: Iterable[str] | None = None) -> dict[str, dict[str, int]]:
-        """uuid -> class -> used, for every provider with allocations (or
-        only the providers ``uuids``)."""
-        out: dict[str, dict[str, int]] = collections.defaultdict(dict)
-        for u, rc, used in self.usage_rows(uuids):
-            out[u][rc] = used
-        return dict(out)
+    def usage_rows(self) -> list[tuple[str, str, int]]:
+        """(uuid, class, used) for every provider and class in use."""
+        return [(u, rc, int(used)) for u, rc, used in self._rows(_USAGES, _USAGES_GROUP)]
 
     def snapshot(self, uuids: Iterable[str] | None = None) -> FleetSnapshot:
         """Every provider (or only ``uuids``; unknown ones are left out),
         with inventories, usages, traits and aggregates. Usage of classes
         without inventory is left out, as placement's own usages call
         does. Costs O(fleet) for all, O(len(uuids)) for a part."""
-        where, params = "", dict[str, Any]()
-        if uuids is not None:
-            wanted = sorted(set(uuids))
-            if not wanted:
-                return FleetSnapshot(())
-            where, params = _in_list("rp.uuid", "u", wanted)
-        provs = self._rows(_PROVIDERS, where, params)
+        if uuids is None:
+            return self._everything()
+        return self.records(self.provider_ids(uuids))
+
+    def records(self, ids: Iterable[int]) -> FleetSnapshot:
+        """The providers with database ids ``ids`` (see ``snapshot``): two
+        indexed queries (two round trips), whatever the fleet size."""
+        wanted = sorted(set(ids))
+        if not wanted:
+            return FleetSnapshot(())
+        provs = self._rows(_PROVIDERS, " WHERE rp.id IN :ids", {"ids": wanted})
         if not provs:
             return FleetSnapshot(())
-        by_id: tuple[str, dict[str, Any]] = ("", {})
-        if uuids is not None:
-            by_id = _in_list("resource_provider_id", "i", sorted(r[0] for r in provs))
         invs: dict[int, dict[str, Inventory]] = collections.defaultdict(dict)
-        for rp_id, rc, total, reserved, lo, hi, step, ratio in \
-                self._rows(_INVENTORIES, *by_id):
+        traits: dict[int, set[str]] = collections.defaultdict(set)
+        aggs: dict[int, set[str]] = collections.defaultdict(set)
+        used: dict[int, dict[str, int]] = collections.defaultdict(dict)
+        for kind, rp_id, ref, a, b, c, d, e, ratio in \
+                self._rows(_DETAILS_OF, "", {"ids": wanted}):
+            if kind == 0:
+                invs[rp_id][self._name("classes", ref)] = Inventory(
+                    int(a), int(b), int(c), int(d), int(e), float(ratio))
+            elif kind == 1:
+                traits[rp_id].add(self._name("traits", ref))
+            elif kind == 2:
+                aggs[rp_id].add(self._name("aggregates", ref))
+            else:
+                used[rp_id][self._name("classes", ref)] = int(a)
+        return FleetSnapshot(tuple(
+            ProviderRecord(
+                Provider(u, name, gen, root or u, parent), invs[rp_id],
+                {rc: used[rp_id].get(rc, 0) for rc in invs[rp_id]},
+                frozenset(traits[rp_id]), frozenset(aggs[rp_id]))
+            for rp_id, u, name, gen, root, parent in provs))
+
+    def _name(self, table: str, ref: int) -> str:
+        """The name of row ``ref`` of a small name table (cached; re-read
+        when a row is new)."""
+        names = self._names[table]
+        if ref not in names:
+            names.update((int(i), n) for i, n in self._rows(_NAMES[table]))
+        return names[ref]
+
+    def _everything(self) -> FleetSnapshot:
+        provs = self._rows(_PROVIDERS)
+        invs: dict[int, dict[str, Inventory]] = collections.defaultdict(dict)
+        for rp_id, rc, total, reserved, lo, hi, step, ratio in self._rows(_INVENTORIES):
             invs[rp_id][rc] = Inventory(total, reserved, lo, hi, step, ratio)
         traits: dict[int, set[str]] = collections.defaultdict(set)
-        for rp_id, name in self._rows(_TRAITS, *by_id):
+        for rp_id, name in self._rows(_TRAITS):
             traits[rp_id].add(name)
         aggs: dict[int, set[str]] = collections.defaultdict(set)
-        for rp_id, agg in self._rows(_AGGREGATES, *by_id):
+        for rp_id, agg in self._rows(_AGGREGATES):
             aggs[rp_id].add(agg)
-        used = self.usages(None if uuids is None else [r[1] for r in provs])
+        used: dict[str, dict[str, int]] = collections.defaultdict(dict)
+        for u, rc, n in self.usage_rows():
+            used[u][rc] = n
         return FleetSnapshot(tuple(
             ProviderRecord(
                 Provider(u, name, gen, root or u, parent),

@@ -30,6 +30,7 @@ aggregates, usage: a few indexed queries), by value.
 
 from __future__ import annotations
 
+import sys
 from typing import Iterable
 
 from scheduler_ext.engine.index import CapacityIndex
@@ -53,26 +54,29 @@ class SqlChanges:
         self.sql = sql
         self.tail_rows = tail_rows
         self.high = 0  # largest allocation id seen
-        self.tail: dict[int, tuple[str, str, int, int]] = {}
+        #: allocation id -> (provider id, class id, used), ids > high - tail
+        self.tail: dict[int, tuple[int, int, int]] = {}
+        self.uuid_of: dict[int, str] = {}  # provider database id -> uuid
         self.rows_read = 0  # allocation rows the probe read (statistics)
 
     # ------------------------------------------------------------- probe
-    def _probe(self) -> set[str]:
-        """Providers whose allocation rows changed since the last probe."""
+    def _probe(self) -> set[int]:
+        """Database ids of the providers whose allocation rows changed
+        since the last probe."""
         low = max(0, self.high - self.tail_rows)
         rows = self.sql.allocations_after(low)
         self.rows_read += len(rows)
         touched = set()
+        tail = self.tail
         now = {r[0]: r[1:] for r in rows}
         for i, row in now.items():
-            before = self.tail.get(i)
+            before = tail.get(i)
             if before != row:
                 touched.add(row[0])
                 if before is not None:
                     touched.add(before[0])
-        for i, before in self.tail.items():
-            if i > low and i not in now:
-                touched.add(before[0])
+        if len(now) < len(tail) or any(i not in now for i in tail):
+            touched.update(b[0] for i, b in tail.items() if i > low and i not in now)
         self._keep_tail(rows)
         return touched
 
@@ -82,23 +86,37 @@ class SqlChanges:
         low = self.high - self.tail_rows
         self.tail = {r[0]: r[1:] for r in rows if r[0] > low}
 
+    def _records(self, ids: Iterable[int]) -> Changes:
+        """Fresh records of the providers ``ids``; those gone are removed."""
+        wanted = sorted(set(ids))
+        out = Changes()
+        for k in range(0, len(wanted), CHUNK):
+            part = wanted[k:k + CHUNK]
+            records = self.sql.records(part).providers
+            found = {r.provider.uuid for r in records}
+            out.records += records
+            out.removed += [u for i in part
+                            if (u := self.uuid_of.get(i)) is not None and u not in found]
+        return out
+
     # ---------------------------------------------------------- protocol
     def full_read(self) -> FleetSnapshot:
         # the tail first: a row committed between the two reads is then in
         # the snapshot and seen again by the next poll (read by value)
         self.high = self.sql.max_allocation_id()
         self._keep_tail(self.sql.allocations_after(max(0, self.high - self.tail_rows)))
+        self.uuid_of = {i: u for i, u, _ in self.sql.provider_table()}
         return self.sql.snapshot()
 
     def poll(self, index: CapacityIndex) -> Changes:
         touched = self._probe()
-        return self.read(touched) if touched else Changes()
+        return self._records(touched) if touched else Changes()
 
     def read(self, uuids: Iterable[str]) -> Changes:
-        wanted = sorted(set(uuids))
+        wanted = set(uuids)
         out = Changes()
         for k in range(0, len(wanted), CHUNK):
-            part = wanted[k:k + CHUNK]
+            part = sorted(wanted)[k:k + CHUNK]
             records = self.sql.snapshot(part).providers
             found = {r.provider.uuid for r in records}
             out.records += records
@@ -106,13 +124,19 @@ class SqlChanges:
         return out
 
     def reread(self, index: CapacityIndex) -> Changes:
-        gens = self.sql.generations()
-        moved = [u for u, g in gens.items() if index.generation(u) != g]
-        out = self.read(moved)
-        out.removed += [u for u in index.live_uuids() if u not in gens]
+        table = self.sql.provider_table()
+        self.uuid_of = {i: u for i, u, _ in table}
+        moved = [i for i, u, g in table if index.generation(u) != g]
+        out = self._records(moved)
+        listed = set(self.uuid_of.values())
+        out.removed += [u for u in index.live_uuids() if u not in listed]
         out.usages = self.sql.usage_rows()
         return out
 
     def tracking_bytes(self) -> int:
-        # per tail entry: dict slot, int key, 4-tuple, uuid strings shared
-        return len(self.tail) * 200
+        """The tail and the provider id -> uuid map, as Python objects."""
+        tail = sys.getsizeof(self.tail) + sum(
+            sys.getsizeof(i) + sys.getsizeof(r) for i, r in self.tail.items())
+        ids = sys.getsizeof(self.uuid_of) + sum(
+            sys.getsizeof(i) + sys.getsizeof(u) for i, u in self.uuid_of.items())
+        return tail + ids
