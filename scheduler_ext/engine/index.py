@@ -155,10 +155,6 @@ class CapacityIndex:
     def resource_classes(self) -> list[str]:
         return sorted(self.columns)
 
-    def live_uuids(self) -> list[str]:
-        """Every provider the index holds (not removed)."""
-        return [u for u, row in list(self.row_of.items()) if self.alive[row]]
-
     def generation(self, rp_uuid: str) -> int | None:
         """The generation last indexed for ``rp_uuid`` (None if unknown)."""
         row = self.row_of.get(rp_uuid)
@@ -176,12 +172,12 @@ class CapacityIndex:
     def memory(self) -> dict[str, float]:
         """Bytes in numpy arrays; per provider per class: column bytes."""
         cols = sum(c.nbytes for c in self.columns.values())
-        rows = sum(a.nbytes for a in (self.generations, self.alive, self.key_hi,
-                                      self.key_lo, self.setups))
+        rows = sum(a.nbytes for a in (self.generations, self.alive, self.setups,
+                                      self.key_hi, self.key_lo))
         per = cols / max(1, self.n_rows * max(1, len(self.columns)))
+        extra = self.traits.nbytes + self.aggregates.nbytes
         return {"columns": cols, "rows": rows, "traits": self.traits.nbytes,
-                "aggregates": self.aggregates.nbytes,
-                "total": cols + rows + self.traits.nbytes + self.aggregates.nbytes,
+                "aggregates": self.aggregates.nbytes, "total": cols + rows + extra,
                 "bytes_per_provider_per_class": per}
 
     # ------------------------------------------------------------- updates
@@ -227,8 +223,8 @@ class CapacityIndex:
         with self.lock:
             uuid = record.provider.uuid
             row = self.row_of.get(uuid)
-            if row is not None and self.alive[row] \
-                    and self.generations[row] == record.provider.generation:
+            if row is not None and self.alive[row] and \
+                    self.generations[row] == record.provider.generation:
                 return self._refresh_usage(row, record)
             key = setup_key(record)
             if row is not None and self.alive[row] and self.setups[row] == key:

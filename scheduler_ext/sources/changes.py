@@ -39,6 +39,11 @@ from scheduler_ext.placement.model import FleetSnapshot, ProviderRecord
 UsageRow = tuple[str, str, int]
 
 
+def live_uuids(index: CapacityIndex) -> list[str]:
+    """Every provider ``index`` holds (not removed)."""
+    return [u for u, row in list(index.row_of.items()) if index.alive[row]]
+
+
 @dataclasses.dataclass
 class Changes:
     """What a source found. ``records`` are indexed by value (re-written
@@ -95,7 +100,7 @@ class ApiChanges:
         moved = [p for p in listed if index.generation(p.uuid) != p.generation]
         records, gone = read_listed_providers(self.client, moved)
         seen = {p.uuid for p in listed}
-        return Changes(records, gone + [u for u in index.live_uuids() if u not in seen])
+        return Changes(records, gone + [u for u in live_uuids(index) if u not in seen])
 
     def read(self, uuids: Iterable[str]) -> Changes:
         out = Changes()
@@ -112,7 +117,7 @@ class ApiChanges:
 
     def reread(self, index: CapacityIndex) -> Changes:
         out = Changes(usages=[])
-        for u in index.live_uuids():
+        for u in live_uuids(index):
             try:
                 used = self.client.get_usages(u)
             except errors.NotFound:
@@ -142,7 +147,7 @@ class InMemoryChanges:
         snap = self.client.snapshot()
         seen = {r.provider.uuid for r in snap.providers}
         return Changes(list(snap.providers),
-                       [u for u in index.live_uuids() if u not in seen])
+                       [u for u in live_uuids(index) if u not in seen])
 
     def read(self, uuids: Iterable[str]) -> Changes:
         return ApiChanges(self.client).read(uuids)

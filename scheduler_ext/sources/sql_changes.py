@@ -36,7 +36,7 @@ from typing import Iterable
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.placement.model import FleetSnapshot
 from scheduler_ext.placement.sql_snapshot import AllocationRow, SqlSnapshot
-from scheduler_ext.sources.changes import Changes
+from scheduler_ext.sources.changes import Changes, live_uuids
 
 #: Allocation ids re-read behind the newest one seen (see module docstring):
 #: covers commits up to this many rows late and sqlite id reuse this deep.
@@ -129,7 +129,7 @@ class SqlChanges:
         moved = [i for i, u, g in table if index.generation(u) != g]
         out = self._records(moved)
         listed = set(self.uuid_of.values())
-        out.removed += [u for u in index.live_uuids() if u not in listed]
+        out.removed += [u for u in live_uuids(index) if u not in listed]
         out.usages = self.sql.usage_rows()
         return out
 

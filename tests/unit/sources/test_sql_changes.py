@@ -8,6 +8,7 @@ import pytest
 
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.placement.sql_snapshot import SqlSnapshot
+from scheduler_ext.sources.changes import live_uuids
 from scheduler_ext.sources.sql_changes import SqlChanges
 from tests.unit.sources.placement_tables import PlacementTables
 
@@ -115,9 +116,9 @@ def test_reread_brings_inventory_changes_new_and_deleted_providers(db):
     assert source.poll(index).providers == {hosts[9]}
     _apply(index, source.reread(index))
     fresh = CapacityIndex.from_snapshot(SqlSnapshot(tables.url).snapshot())
-    assert sorted(index.live_uuids()) == sorted(fresh.live_uuids())
-    assert new in index.live_uuids() and hosts[9] not in index.live_uuids()
-    for u in fresh.live_uuids():
+    assert sorted(live_uuids(index)) == sorted(live_uuids(fresh))
+    assert new in live_uuids(index) and hosts[9] not in live_uuids(index)
+    for u in live_uuids(fresh):
         assert index.usage(u) == fresh.usage(u)
         assert index.generation(u) == fresh.generation(u)
 
