@@ -91,7 +91,9 @@ class CapacityIndex:
     @classmethod
     def from_snapshot(cls, snapshot: FleetSnapshot, **kwargs: Any) -> "CapacityIndex":
         """Index every provider of ``snapshot`` (``client.snapshot()``)."""
-        return cls.from_columnar(ColumnarFleet.from_snapshot(snapshot), **kwargs)
+        idx = cls.from_columnar(ColumnarFleet.from_snapshot(snapshot), **kwargs)
+        idx.setups[:idx.n_rows] = [setup_key(r) for r in snapshot.providers]
+        return idx
 
     @classmethod
     def from_columnar(cls, fleet: ColumnarFleet, **kwargs: Any) -> "CapacityIndex":

@@ -164,7 +164,7 @@ class SqlSnapshot:
             try:
                 cur = conn.cursor()
                 cur.execute(text)
-                rows = cur.fetchall()
+                rows = list(cur.fetchall())
                 cur.close()
                 conn.rollback()   # end the read's transaction
             finally:
