@@ -51,7 +51,6 @@ def configure(workdir: str, placement_url: str) -> tuple[str, str]:
     CONF.register_opts(opts, group="placement")
     for name, value, group in (
             ("connection", cell_db, "database"), ("connection", api_db, "api_database"),
-            ("transport_url", "fake:/", None), ("driver", ["noop"], "oslo_messaging_notifications"),
             ("service_down_time", 10 ** 8, None), ("auth_type", "admin_token", "placement"),
             ("token", "admin", "placement"), ("endpoint", placement_url, "placement")):
         CONF.set_override(name, value, group)

@@ -121,6 +121,7 @@ def latency(mgrs: dict, client: HttpPlacement, cell_db: str, hosts, decisions: i
                 samples[key].append(phases)
                 if isinstance(out, Exception):
                     outcomes[key]["no_valid_host"] += 1
+                    outcomes[key].setdefault("errors", []).append(repr(out)[:300])
                 elif kind == "resize" and _chosen(out) == src[1]:
                     outcomes[key]["same_host"] += 1
                 nova_cell.finish_resize(client, cell_db, inst)
@@ -170,10 +171,22 @@ def throughput(workdir: str, url: str, db_url: str, workers: list[int],
     return out
 
 
+def nova_fleet(n: int, seed: int):
+    """``bench_fleet`` with what nova-compute reports on its compute node
+    providers: the OWNER_NOVA trait (nova 34 asks for it on the root)."""
+    from scheduler_ext.lab.synthetic import bench_fleet
+    from scheduler_ext.placement.model import SHARING_TRAIT
+    fleet = bench_fleet(n, seed)
+    fleet.trait_sets = [s if SHARING_TRAIT in s else s | {"OWNER_NOVA"}
+                        for s in fleet.trait_sets]
+    return fleet
+
+
 def run_size(n: int, args: argparse.Namespace) -> dict:
     timer = e2e.PhaseTimer()
     instrument(timer)
-    with e2e.loaded_placement(n, "postgresql", args.seed, wsgi_workers=args.wsgi_workers) \
+    with e2e.loaded_placement(n, "postgresql", args.seed, wsgi_workers=args.wsgi_workers,
+                              fleet=nova_fleet(n, args.seed)) \
             as (url, db_url, fleet), tempfile.TemporaryDirectory() as workdir:
         api_db, cell_db = nova_cell.configure(workdir, url)
         disabled = {r for r in range(len(fleet)) if "COMPUTE_STATUS_DISABLED"
@@ -217,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="bench-out")
     args = parser.parse_args(argv)
     args.workers = [int(k) for k in args.workers.split(",") if k]
-    logging.basicConfig(level=logging.WARNING)
+    logging.basicConfig(level=getattr(logging, os.environ.get("E2E_LOG", "WARNING")))
     os.makedirs(args.out, exist_ok=True)
     sizes = [int(s) for s in args.sizes.split(",")]
     if len(sizes) > 1:   # nova's database set-up is once per process

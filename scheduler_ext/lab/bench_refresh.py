@@ -30,18 +30,19 @@ from scheduler_ext.sources.fleet_view import FleetView
 
 
 @contextlib.contextmanager
-def loaded_placement(n: int, database: str, seed: int = 0,
-                     wsgi_workers: int = 1) -> Iterator[tuple[str, str, ColumnarFleet]]:
+def loaded_placement(n: int, database: str, seed: int = 0, wsgi_workers: int = 1,
+                     fleet: ColumnarFleet | None = None
+                     ) -> Iterator[tuple[str, str, ColumnarFleet]]:
     """``(placement url, database url, fleet)``: a real placement on
-    127.0.0.1 holding ``bench_fleet(n)``; ``database`` is ``sqlite`` or
-    ``postgresql`` (a private server)."""
+    127.0.0.1 holding ``fleet`` (default ``bench_fleet(n, seed)``);
+    ``database`` is ``sqlite`` or ``postgresql`` (a private server)."""
     with contextlib.ExitStack() as stack:
         db_url = stack.enter_context(LocalPostgres()) if database == "postgresql" else None
         server = LocalPlacement(database_url=db_url, workers=wsgi_workers)
         url = server.start()
         stack.callback(server.stop)
         HttpPlacement.from_url(url).list_providers()  # standard traits, classes
-        fleet = bench_fleet(n, seed)
+        fleet = fleet if fleet is not None else bench_fleet(n, seed)
         load_placement_db(server.database_url or "", fleet)
         yield url, server.database_url or "", fleet
 

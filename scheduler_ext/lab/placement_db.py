@@ -38,6 +38,10 @@ def load_placement_db(url: str, fleet: ColumnarFleet) -> None:
                 conn.execute(sa.text(
                     f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
                     f"(SELECT COALESCE(MAX(id), 1) FROM {table}))"))
+    if engine.dialect.name == "postgresql":
+        # planner statistics, as autovacuum keeps them on a live database
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(sa.text("ANALYZE"))
     engine.dispose()
 
 
