@@ -74,7 +74,7 @@ def create_databases(api_db: str, cell_db: str, fleet: ColumnarFleet,
     vcpu = fleet.inventories["VCPU"]
     mem = fleet.inventories["MEMORY_MB"]
     disk = fleet.inventories["DISK_GB"]
-    disk_of = dict(zip(disk.rows.tolist(), disk.total.tolist()))
+    disk_of = dict(zip(disk.rows.tolist(), zip(disk.total.tolist(), disk.used.tolist())))
     now = datetime.datetime.utcnow()
     hosts, services, nodes = [], [], []
     for k, row in enumerate(vcpu.rows.tolist()):
@@ -85,8 +85,12 @@ def create_databases(api_db: str, cell_db: str, fleet: ColumnarFleet,
                          "disabled": row in disabled, "last_seen_up": now,
                          "forced_down": False, "version": service_obj.SERVICE_VERSION,
                          "created_at": now, "deleted": 0})
-        nodes.append(_compute_node(k + 1, host, uuid, int(vcpu.total[k]),
-                                   int(mem.total[k]), int(disk_of.get(row, 0)), now))
+        # what nova-compute's resource tracker reports: placement's usage
+        # (memory used includes the reserved host memory)
+        nodes.append(_compute_node(
+            k + 1, host, uuid, (int(vcpu.total[k]), int(vcpu.used[k])),
+            (int(mem.total[k]), int(mem.used[k] + mem.reserved[k])),
+            disk_of.get(row, (0, 0)), now))
     engine = sa.create_engine(cell_db)
     with engine.begin() as conn:
         conn.execute(main_models.Service.__table__.insert(), services)
@@ -95,14 +99,17 @@ def create_databases(api_db: str, cell_db: str, fleet: ColumnarFleet,
     return hosts
 
 
-def _compute_node(service_id: int, host: str, uuid: str, vcpus: int,
-                  memory_mb: int, local_gb: int, now) -> dict:
-    return {"service_id": service_id, "host": host, "uuid": uuid, "vcpus": vcpus,
-            "memory_mb": memory_mb, "local_gb": local_gb, "vcpus_used": 0,
-            "memory_mb_used": 0, "local_gb_used": 0, "hypervisor_type": "QEMU",
-            "hypervisor_version": 8002000, "hypervisor_hostname": host,
-            "free_ram_mb": memory_mb, "free_disk_gb": local_gb, "current_workload": 0,
-            "running_vms": 0, "cpu_info": "{}", "disk_available_least": local_gb,
+def _compute_node(service_id: int, host: str, uuid: str, vcpus: tuple[int, int],
+                  memory_mb: tuple[int, int], local_gb: tuple[int, int], now) -> dict:
+    """(total, used) per resource."""
+    return {"service_id": service_id, "host": host, "uuid": uuid, "vcpus": vcpus[0],
+            "memory_mb": memory_mb[0], "local_gb": local_gb[0], "vcpus_used": vcpus[1],
+            "memory_mb_used": memory_mb[1], "local_gb_used": local_gb[1],
+            "hypervisor_type": "QEMU", "hypervisor_version": 8002000,
+            "hypervisor_hostname": host, "free_ram_mb": memory_mb[0] - memory_mb[1],
+            "free_disk_gb": local_gb[0] - local_gb[1], "current_workload": 0,
+            "running_vms": 0, "cpu_info": "{}",
+            "disk_available_least": local_gb[0] - local_gb[1],
             "host_ip": "127.0.0.1",
             "supported_instances": '[["x86_64", "qemu", "hvm"]]',
             "metrics": "[]", "stats": "{}", "cpu_allocation_ratio": 4.0,

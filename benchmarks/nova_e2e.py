@@ -97,16 +97,32 @@ def _chosen(out) -> str | None:
     return None if isinstance(out, Exception) else out[0][0].compute_node_uuid
 
 
+def _limited(mgrs: dict, sched: str, limit: int):
+    """The manager for ``sched``; ``ours-limit`` is ours with
+    ``[scheduler_ext] nova_host_limit`` set for the call."""
+    if sched != "ours-limit":
+        return mgrs[sched].select_destinations
+    def call(*args, **kwargs):
+        nova_cell.CONF.set_override("nova_host_limit", limit, "scheduler_ext")
+        try:
+            return mgrs["ours"].select_destinations(*args, **kwargs)
+        finally:
+            nova_cell.CONF.clear_override("nova_host_limit", "scheduler_ext")
+    return call
+
+
 def latency(mgrs: dict, client: HttpPlacement, cell_db: str, hosts, decisions: int,
-            timer: e2e.PhaseTimer, seed: int) -> dict:
-    """Alternate stock and ours: boots, then same-host-allowed resizes."""
+            timer: e2e.PhaseTimer, seed: int, limit: int = 0) -> dict:
+    """Alternate stock, ours (and ours with nova_host_limit): boots, then
+    same-host-allowed resizes."""
     rng = random.Random(seed)
     ctx = mgrs["ctx"]
-    samples: dict = {f"{s}/{k}": [] for s in ("stock", "ours") for k in ("boot", "resize")}
+    scheds = ("stock", "ours") + (("ours-limit",) if limit else ())
+    samples: dict = {f"{s}/{k}": [] for s in scheds for k in ("boot", "resize")}
     outcomes: dict = {k: {"no_valid_host": 0, "same_host": 0} for k in samples}
     for i in range(decisions):
         for kind in ("boot", "resize"):
-            for sched in ("stock", "ours"):
+            for sched in scheds:
                 inst = str(uuidlib.uuid4())
                 if kind == "resize":
                     inst = None
@@ -116,7 +132,10 @@ def latency(mgrs: dict, client: HttpPlacement, cell_db: str, hosts, decisions: i
                                                       "small", "medium")
                 spec = nova_cell.request_spec(ctx, inst, "medium" if kind == "resize"
                                               else rng.choice(list(nova_cell.FLAVORS)))
-                phases, out = timer.decision(lambda: _select(mgrs[sched], ctx, spec, inst))
+                select = _limited(mgrs, sched, limit)
+                phases, out = timer.decision(lambda: select(
+                    ctx, spec_obj=spec, instance_uuids=[inst], return_objects=True,
+                    return_alternates=True))
                 key = f"{sched}/{kind}"
                 samples[key].append(phases)
                 if isinstance(out, Exception):
@@ -126,6 +145,34 @@ def latency(mgrs: dict, client: HttpPlacement, cell_db: str, hosts, decisions: i
                     outcomes[key]["same_host"] += 1
                 nova_cell.finish_resize(client, cell_db, inst)
     return {"samples": samples, "outcomes": outcomes}
+
+
+def choice_differs(mgrs: dict, hosts, samples: int, limit: int, seed: int) -> dict:
+    """How often nova's pick over the engine's best ``limit`` hosts differs
+    from nova's pick over every candidate (max_placement_results), on the
+    same view, for boots of random flavors (nothing is claimed)."""
+    from nova.scheduler import request_filter
+    from scheduler_ext.nova import request as nova_request
+    from scheduler_ext.nova.ranking import NovaRanking
+    from scheduler_ext.sources.base import ranked
+    rng = random.Random(seed)
+    ctx, mgr = mgrs["ctx"], mgrs["ours"]
+    source = mgr.ext.scheduler().driver.source
+    differs = 0
+    for _ in range(samples):
+        spec = nova_cell.request_spec(ctx, str(uuidlib.uuid4()),
+                                      rng.choice(list(nova_cell.FLAVORS)))
+        request_filter.process_reqspec(ctx, spec)
+        query = nova_request.parse_query(
+            nova_request.placement_query(ctx, spec, mgr.host_manager))
+        source.refresh()
+        picks = []
+        for k in (query.limit, limit):
+            best = ranked(source.candidates(query, limit=k),
+                          NovaRanking(ctx, spec, mgr.host_manager, k))
+            picks.append(best[0].root if best else None)
+        differs += picks[0] != picks[1]
+    return {"samples": samples, "limit": limit, "differs": differs}
 
 
 def _throughput_worker(args: tuple) -> int:
@@ -204,7 +251,10 @@ def run_size(n: int, args: argparse.Namespace) -> dict:
         with e2e.other_writers(url, [h[1] for h in live], args.rate) as writes:
             t0 = time.perf_counter()
             result.update(latency(mgrs, client, cell_db, live, args.decisions, timer,
-                                  args.seed))
+                                  args.seed, args.host_limit))
+            if args.host_limit and args.compare:
+                result["host_limit_choice"] = choice_differs(
+                    mgrs, live, args.compare, args.host_limit, args.seed)
             result["other_writes_per_s"] = writes.value / (time.perf_counter() - t0)
             if args.workers:
                 result["throughput"] = throughput(
@@ -225,6 +275,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", default="1,2,4",
                         help="scheduler processes for the throughput figure ('' skips)")
     parser.add_argument("--throughput-seconds", type=float, default=20.0)
+    parser.add_argument("--host-limit", type=int, default=20,
+                        help="also run ours with [scheduler_ext] nova_host_limit = this "
+                             "(0 skips)")
+    parser.add_argument("--compare", type=int, default=20,
+                        help="boots on which the limited and full nova runs are "
+                             "compared (default %(default)s)")
     parser.add_argument("--wsgi-workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="bench-out")

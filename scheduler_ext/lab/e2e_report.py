@@ -35,7 +35,7 @@ def table(results: list[dict]) -> str:
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in results:
         for kind in KINDS:
-            for sched in ("stock", "ours"):
+            for sched in _scheds(r):
                 key = f"{sched}/{kind}"
                 st, oc = _stats(r, key), r["outcomes"][key]
                 lines.append(
@@ -45,8 +45,24 @@ def table(results: list[dict]) -> str:
                     + f" | {oc['no_valid_host']} | "
                     + (f"{oc['same_host']}" if kind == "resize" else "-") + " |")
     lines += ["", "ms per decision; the claim (one placement write) is the floor.", ""]
-    lines += _ratio_lines(results) + [""] + _throughput_lines(results)
+    lines += _ratio_lines(results) + [""] + _limit_lines(results) + [""] \
+        + _throughput_lines(results)
     return "\n".join(lines)
+
+
+def _scheds(result: dict) -> list[str]:
+    return [s for s in ("stock", "ours", "ours-limit") if f"{s}/boot" in result["samples"]]
+
+
+def _limit_lines(results: list[dict]) -> list[str]:
+    out = []
+    for r in results:
+        c = r.get("host_limit_choice")
+        if c:
+            out.append(f"{r['compute_hosts']:,} hosts: with nova_host_limit = {c['limit']} "
+                       f"nova's pick differed from its full run on {c['differs']} of "
+                       f"{c['samples']} boots")
+    return out
 
 
 def _ratio_lines(results: list[dict]) -> list[str]:
@@ -89,7 +105,7 @@ def plot(results: list[dict], path: str) -> None:
     x = 0.0
     for r in results:
         for kind in KINDS:
-            for sched in ("stock", "ours"):
+            for sched in _scheds(r):
                 st = _stats(r, f"{sched}/{kind}")
                 base = 0.0
                 for p in PHASES:
@@ -97,7 +113,7 @@ def plot(results: list[dict], path: str) -> None:
                            label=p if x == 0 else None)
                     base += st[p]["p50"]
                 ax.plot([x - 0.4, x + 0.4], [st["total"]["p99"]] * 2, color="black")
-                labels.append(f"{r['compute_hosts'] // 1000}k\n{sched}\n{kind}")
+                labels.append(f"{r['compute_hosts'] / 1000:g}k\n{sched}\n{kind}")
                 bottoms.append(x)
                 x += 1
             x += 0.5
