@@ -88,11 +88,6 @@ def managers(db_url: str, which: tuple[str, ...], hosts) -> dict:
     return out
 
 
-def _select(mgr, ctx, spec, inst: str):
-    return mgr.select_destinations(ctx, spec_obj=spec, instance_uuids=[inst],
-                                   return_objects=True, return_alternates=True)
-
-
 def _chosen(out) -> str | None:
     return None if isinstance(out, Exception) else out[0][0].compute_node_uuid
 
@@ -158,7 +153,7 @@ def choice_differs(mgrs: dict, hosts, samples: int, limit: int, seed: int) -> di
     rng = random.Random(seed)
     ctx, mgr = mgrs["ctx"], mgrs["ours"]
     source = mgr.ext.scheduler().driver.source
-    differs = 0
+    differs, ranks = 0, []
     for _ in range(samples):
         spec = nova_cell.request_spec(ctx, str(uuidlib.uuid4()),
                                       rng.choice(list(nova_cell.FLAVORS)))
@@ -166,21 +161,25 @@ def choice_differs(mgrs: dict, hosts, samples: int, limit: int, seed: int) -> di
         query = nova_request.parse_query(
             nova_request.placement_query(ctx, spec, mgr.host_manager))
         source.refresh()
-        picks = []
+        orders = []
         for k in (query.limit, limit):
             best = ranked(source.candidates(query, limit=k),
                           NovaRanking(ctx, spec, mgr.host_manager, k))
-            picks.append(best[0].root if best else None)
-        differs += picks[0] != picks[1]
-    return {"samples": samples, "limit": limit, "differs": differs}
+            orders.append([c.root for c in best])
+        full, small = orders
+        if full and small:
+            differs += full[0] != small[0]
+            ranks.append(full.index(small[0]) + 1 if small[0] in full else len(full) + 1)
+    return {"samples": samples, "limit": limit, "differs": differs, "ranks": ranks}
 
 
 def _throughput_worker(args: tuple) -> int:
-    workdir, url, db_url, sched, seconds, start_at, seed = args
+    workdir, url, db_url, sched, seconds, start_at, seed, limit = args
     logging.basicConfig(level=logging.ERROR)
     nova_cell.configure(workdir, url)
     hosts = json.load(open(os.path.join(workdir, "hosts.json")))
-    mgrs = managers(db_url, (sched,), hosts)
+    mgrs = managers(db_url, (sched.split("-")[0],), hosts)
+    select = _limited(mgrs, sched, limit)
     client = HttpPlacement.from_url(url, timeout=120)
     rng = random.Random(seed)
     time.sleep(max(0.0, start_at - time.time()))
@@ -190,7 +189,8 @@ def _throughput_worker(args: tuple) -> int:
         inst = str(uuidlib.uuid4())
         spec = nova_cell.request_spec(mgrs["ctx"], inst, rng.choice(list(nova_cell.FLAVORS)))
         try:
-            _select(mgrs[sched], mgrs["ctx"], spec, inst)
+            select(mgrs["ctx"], spec_obj=spec, instance_uuids=[inst],
+                   return_objects=True, return_alternates=True)
             made.append(inst)
         except Exception:
             pass
@@ -201,16 +201,17 @@ def _throughput_worker(args: tuple) -> int:
 
 
 def throughput(workdir: str, url: str, db_url: str, workers: list[int],
-               seconds: float, startup: float) -> dict:
-    """Decisions per second with k scheduler processes, stock and ours."""
+               seconds: float, startup: float, limit: int = 0) -> dict:
+    """Decisions per second with k scheduler processes: stock, ours, and
+    ours with nova_host_limit."""
     out: dict = {}
     ctx = multiprocessing.get_context("spawn")
-    for sched in ("stock", "ours"):
+    for sched in ("stock", "ours") + (("ours-limit",) if limit else ()):
         for k in workers:
             start_at = time.time() + startup
             with ctx.Pool(k) as pool:
                 counts = pool.map(_throughput_worker, [
-                    (workdir, url, db_url, sched, seconds, start_at, 100 + j)
+                    (workdir, url, db_url, sched, seconds, start_at, 100 + j, limit)
                     for j in range(k)])
             out[f"{sched}/{k}"] = sum(counts) / seconds
             print(f"  throughput {sched} x{k}: {out[f'{sched}/{k}']:.2f} decisions/s",
@@ -259,7 +260,7 @@ def run_size(n: int, args: argparse.Namespace) -> dict:
             if args.workers:
                 result["throughput"] = throughput(
                     workdir, url, db_url, args.workers, args.throughput_seconds,
-                    startup=max(10.0, 3 * result["full_read_s"] + 5))
+                    startup=max(10.0, 3 * result["full_read_s"] + 5), limit=args.host_limit)
         result["view"] = dict(view.stats)
         result["memory"] = view.memory()
         return result

@@ -59,23 +59,36 @@ def _limit_lines(results: list[dict]) -> list[str]:
     for r in results:
         c = r.get("host_limit_choice")
         if c:
-            out.append(f"{r['compute_hosts']:,} hosts: with nova_host_limit = {c['limit']} "
-                       f"nova's pick differed from its full run on {c['differs']} of "
-                       f"{c['samples']} boots")
+            line = (f"{r['compute_hosts']:,} hosts: with nova_host_limit = {c['limit']} "
+                    f"nova's pick differed from its full run on {c['differs']} of "
+                    f"{c['samples']} boots")
+            if c.get("ranks"):
+                ranks = sorted(c["ranks"])
+                line += (f"; the limited pick's place in nova's full order: median "
+                         f"{ranks[len(ranks) // 2]}, worst {ranks[-1]} (1 = nova's own pick)")
+            out.append(line)
     return out
 
 
 def _ratio_lines(results: list[dict]) -> list[str]:
-    out = ["| hosts | kind | stock p50 / ours p50 | ours minus (nova + claim), p50 ms |",
-           "|---|---|---|---|"]
+    out = ["| hosts | kind | stock p50 / ours p50 | ours minus (nova + claim), p50 ms "
+           "| stock p50 / ours-limit p50 | ours-limit p50 / its claim p50 |",
+           "|---|---|---|---|---|---|"]
     for r in results:
         for kind in KINDS:
             s, o = _stats(r, f"stock/{kind}"), _stats(r, f"ours/{kind}")
-            added = [x["total"] - x["nova"] - x["claim"] for x in r["samples"][f"ours/{kind}"]]
-            added.sort()
-            out.append(f"| {r['compute_hosts']:,} | {kind} | "
-                       f"{s['total']['p50'] / max(o['total']['p50'], 1e-9):.1f} | "
-                       f"{1e3 * added[len(added) // 2]:.1f} |")
+            added = sorted(x["total"] - x["nova"] - x["claim"]
+                           for x in r["samples"][f"ours/{kind}"])
+            line = (f"| {r['compute_hosts']:,} | {kind} | "
+                    f"{s['total']['p50'] / max(o['total']['p50'], 1e-9):.1f} | "
+                    f"{1e3 * added[len(added) // 2]:.1f} |")
+            if f"ours-limit/{kind}" in r["samples"]:
+                lim = _stats(r, f"ours-limit/{kind}")
+                line += (f" {s['total']['p50'] / max(lim['total']['p50'], 1e-9):.1f} | "
+                         f"{lim['total']['p50'] / max(lim['claim']['p50'], 1e-9):.1f} |")
+            else:
+                line += " - | - |"
+            out.append(line)
     return out
 
 
@@ -87,7 +100,9 @@ def _throughput_lines(results: list[dict]) -> list[str]:
     out = ["| hosts | scheduler | " + " | ".join(f"{k} worker(s)" for k in ks) + " |",
            "|---|---|" + "---|" * len(ks)]
     for r in rows:
-        for sched in ("stock", "ours"):
+        for sched in ("stock", "ours", "ours-limit"):
+            if not any(k.startswith(sched + "/") for k in r["throughput"]):
+                continue
             out.append(f"| {r['compute_hosts']:,} | {sched} | " + " | ".join(
                 f"{r['throughput'].get(f'{sched}/{k}', float('nan')):.2f}" for k in ks) + " |")
     out.append("\nboots per second, all workers together")
@@ -118,14 +133,13 @@ def plot(results: list[dict], path: str) -> None:
                 x += 1
             x += 0.5
     ax.set_xticks(bottoms, labels, fontsize=7)
-    ax.set_yscale("log")
     ax.set_ylabel("ms per decision (bars: p50 split; line: p99 total)")
     ax.set_title("select_destinations, stock nova vs scheduler-ext")
     ax.legend()
-    for sched, style in (("stock", "o--"), ("ours", "s-")):
+    for sched, style in (("stock", "o--"), ("ours", "s-"), ("ours-limit", "^-")):
         for r in results:
             tp = r.get("throughput") or {}
-            ks = sorted(int(k.split("/")[1]) for k in tp if k.startswith(sched))
+            ks = sorted(int(k.split("/")[1]) for k in tp if k.startswith(sched + "/"))
             if ks:
                 ax2.plot(ks, [tp[f"{sched}/{k}"] for k in ks], style,
                          label=f"{sched}, {r['compute_hosts']:,} hosts")
