@@ -262,6 +262,7 @@ def run_size(n: int, args: argparse.Namespace) -> dict:
                     workdir, url, db_url, args.workers, args.throughput_seconds,
                     startup=max(10.0, 3 * result["full_read_s"] + 5), limit=args.host_limit)
         result["view"] = dict(view.stats)
+        result["claims"] = dict(mgrs["ours"].ext.scheduler().driver.strategy.stats)
         result["memory"] = view.memory()
         return result
 
