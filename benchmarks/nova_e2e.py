@@ -60,6 +60,7 @@ def instrument(timer: e2e.PhaseTimer) -> None:
         timer.wrap(host_manager.HostManager, name, "nova")
     timer.wrap(sched_utils, "claim_resources", "claim")
     timer.wrap(HttpPlacement, "post_allocations", "claim")
+    timer.wrap(HttpPlacement, "get_consumer", "reads")
 
 
 def managers(db_url: str, which: tuple[str, ...], hosts) -> dict:

@@ -23,8 +23,9 @@ from scheduler_ext.lab.bench_refresh import loaded_placement
 from scheduler_ext.placement import AllocationWrite
 from scheduler_ext.placement.http import HttpPlacement
 
-#: the phases a decision is split into (see ``PhaseTimer``)
-PHASES = ("refresh", "engine", "nova", "claim", "other")
+#: the phases a decision is split into (see ``PhaseTimer``); "reads" are
+#: placement reads of consumers outside the claim
+PHASES = ("refresh", "engine", "nova", "claim", "reads", "other")
 
 
 class PhaseTimer:
@@ -81,8 +82,8 @@ def percentile(values: list[float], q: float) -> float:
 def summarize(samples: list[dict[str, float]]) -> dict[str, dict[str, float]]:
     """p50 and p99 in ms per phase (and total) over ``samples``."""
     keys = list(PHASES) + ["total"]
-    return {k: {"p50": 1e3 * percentile([s[k] for s in samples], 0.5),
-                "p99": 1e3 * percentile([s[k] for s in samples], 0.99)}
+    return {k: {"p50": 1e3 * percentile([s.get(k, 0.0) for s in samples], 0.5),
+                "p99": 1e3 * percentile([s.get(k, 0.0) for s in samples], 0.99)}
             for k in keys}
 
 

@@ -116,7 +116,8 @@ def plot(results: list[dict], path: str) -> None:
     import matplotlib.pyplot as plt
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 5))
     labels, bottoms = [], []
-    colors = dict(zip(PHASES, ("#4c72b0", "#55a868", "#c44e52", "#8172b2", "#aaaaaa")))
+    colors = dict(zip(PHASES, ("#4c72b0", "#55a868", "#c44e52", "#8172b2", "#ccb974",
+                               "#aaaaaa")))
     x = 0.0
     for r in results:
         for kind in KINDS:
