@@ -39,38 +39,80 @@ OPTS = [
              "falls back to other hosts, and the old allocations are put "
              "back if nothing can be claimed)."),
     cfg.StrOpt(
-        "snapshot_source", default="api", choices=[
-            ("api", "placement's REST API: four GETs per provider per full "
-                    "read (about 58 ms each); fine up to a few hundred "
-                    "providers"),
+        "snapshot_source", default="auto", choices=[
+            ("auto", "sql when placement_database_connection is set, else "
+                     "api"),
+            ("api", "placement's REST API: before each decision one GET "
+                    "/resource_providers (every provider's generation) and "
+                    "four GETs per provider whose generation moved; a full "
+                    "read costs four GETs per provider (about 10-60 ms "
+                    "each), so it suits a few hundred providers"),
             ("sql", "placement's database, read-only, at "
-                    "placement_database_connection: a few queries for the "
-                    "whole fleet")],
-        help="How the numpy engine reads the fleet. It re-reads before each "
-             "scheduling request: providers whose generation moved are "
-             "re-indexed, and usage is re-read for all (placement does not "
-             "bump a generation when allocations leave a provider)."),
+                    "placement_database_connection: before each decision one "
+                    "indexed query for the allocation rows written since the "
+                    "last one, then a few queries for the providers they "
+                    "touch; a full read is a few queries for the whole "
+                    "fleet")],
+        help="How the numpy engine reads the fleet. The service reads it "
+             "whole once at start and logs the source, the time and the "
+             "fleet size. Before each decision it re-reads what changed "
+             "(every increase: placement bumps a provider's generation when "
+             "allocations are added to it or its inventory, traits or "
+             "aggregates change); decreases (allocations leaving a provider "
+             "bump nothing) arrive from a background re-read every "
+             "reread_interval seconds. If the database cannot be read later "
+             "on, the view falls back to api with a warning."),
     cfg.FloatOpt(
         "refresh_interval", default=0.0, min=0.0,
         help="Seconds during which the engine's view is reused without "
-             "re-reading placement (0: re-read before every scheduling "
-             "request). The view is a cache: the providers a claim touches "
-             "are re-read at once, and a stale row only costs a failed "
-             "claim and the next candidate, or a host missed until the "
-             "next read. Measured with snapshot_source = sql on sqlite: a "
-             "re-read with nothing changed takes about 0.2 s at 10,000 "
-             "providers and 2.6 s at 50,000; raise this above 0 for large "
-             "fleets."),
+             "asking placement what changed (0: ask before every scheduling "
+             "request, the safe setting). The view is a cache: the "
+             "providers a claim touches are re-read at once, and a stale row "
+             "only costs a failed claim and the next candidate, or a host "
+             "missed until the next read. With snapshot_source = sql the "
+             "request-path read costs about a millisecond plus the "
+             "providers changed since the last request, whatever the fleet "
+             "size; with api, a GET /resource_providers (about 0.6 s at "
+             "10,000 providers)."),
+    cfg.FloatOpt(
+        "reread_interval", default=30.0, min=0.0,
+        help="Seconds between the fleet view's background re-reads, which "
+             "bring in decreases (deleted or moved allocations), providers "
+             "added or deleted (sql) and any change the request-path read "
+             "missed. They run in a thread of their own and never block a "
+             "scheduling decision; one runs at a time. With "
+             "snapshot_source = api a re-read is one GET per provider. 0 "
+             "disables them (the view then learns of decreases only from "
+             "the providers our own claims and failures re-read)."),
     cfg.StrOpt(
         "placement_database_connection", secret=True,
-        help="SQLAlchemy URL of placement's database for snapshot_source = "
-             "sql (placement's own [placement_database]connection; a "
-             "read-only account is enough)."),
+        help="SQLAlchemy URL of placement's database (placement's own "
+             "[placement_database]connection; a read-only account is "
+             "enough). When set, snapshot_source = auto reads the fleet "
+             "from it. The service checks it at start and refuses to start, "
+             "naming this option and the database host, when it cannot be "
+             "read."),
     cfg.IntOpt(
         "placement_results_limit", default=1000, min=1,
         help="Largest number of allocation candidates asked from placement "
              "when it is the candidate source (like nova's "
              "[scheduler]max_placement_results)."),
+    cfg.IntOpt(
+        "nova_host_limit", default=0, min=0,
+        help="Largest number of hosts handed to nova's host filters and "
+             "weighers per request, chosen by the engine's own weighing "
+             "(free RAM, VCPU and disk, the multipliers below), best "
+             "first. 0 hands them as many as nova would get from placement "
+             "([scheduler] max_placement_results, 1000 by default). Once the "
+             "fleet view is cheap, nova's filters and weighers over 1000 "
+             "hosts dominate a decision (they read every host's state from "
+             "nova's database); 20 to 50 keeps their checks (service up, "
+             "aggregates, server groups, image properties) at a fraction of "
+             "the cost. Not applied when nova asks placement for every "
+             "candidate (server groups, a host targeted without its node). "
+             "The chosen host can differ from nova's full run when "
+             "nova's weighers rank a host the engine did not hand over "
+             "first; benchmarks/nova_e2e.py reports how often."),
     cfg.StrOpt(
         "move_strategy", default="same_host",
         help="Name of the move strategy in the 'scheduler_ext.move_strategy' "

@@ -25,11 +25,27 @@ Invariants:
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import numpy as np
 
+from scheduler_ext.placement import validation
 from scheduler_ext.placement.model import MAX_INT, Inventory
 
 _I32 = np.int32
+_CLASS_NAME = re.compile(r"^[A-Z0-9_]+$")
+
+
+def column_name(rc: Any) -> str:
+    """``rc`` if it is a resource class name as placement stores one
+    (``[A-Z0-9_]+``), else InvalidRequest. Placement is the truth about
+    which classes exist: a standard class newer than the installed
+    os-resource-classes is indexed like any other (queries are still
+    checked against os-resource-classes)."""
+    if not isinstance(rc, str) or not _CLASS_NAME.match(rc):
+        raise validation.bad("resource_class", rc, "resource class names are [A-Z0-9_]+")
+    return rc
 _FIELDS_I32 = ("total", "reserved", "min_unit", "max_unit", "step_size")
 
 

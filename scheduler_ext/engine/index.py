@@ -5,9 +5,9 @@ Layout (``n`` provider rows, each provider keeps its row for life):
 * per resource class one ``Column`` (``columns.py``): contiguous arrays of
   total, reserved, min/max/step (int32), allocation ratio (float64), used
   and free (int64) -- never a providers x classes matrix;
-* per row: uuid, generation, a 128-bit uuid key (two uint64, the uuid
-  string order, for tie-breaks), trait bitsets and aggregate entries
-  (``membership.py``); the sharing providers (trait
+* per row: uuid, generation, set-up key (``record_keys``), a 128-bit uuid
+  key (two uint64, uuid string order, for tie-breaks), trait bitsets and
+  aggregate entries (``membership.py``); sharing providers (trait
   ``MISC_SHARES_VIA_AGGREGATE``) are a small row set kept alongside.
 
 The index is a cache of placement: a stale row costs the caller a retry of
@@ -30,13 +30,15 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from scheduler_ext.engine import summaries
-from scheduler_ext.engine.columns import Column
+from scheduler_ext.engine.columns import Column, column_name
 from scheduler_ext.engine.enumeration import Enumerator
 from scheduler_ext.engine.fit import Choice, Fit
 from scheduler_ext.engine.fleet_arrays import ColumnarFleet
 from scheduler_ext.engine.keys import uuid_keys
 from scheduler_ext.engine.membership import AggregateSets, TraitBits
+from scheduler_ext.engine.record_keys import setup_key
 from scheduler_ext.engine.solver import Solver
+from scheduler_ext.engine.usage_table import UsageTable
 from scheduler_ext.engine.weigh import Weigher
 from scheduler_ext.placement import allocations, validation
 from scheduler_ext.placement.model import SHARING_TRAIT, FleetSnapshot, ProviderRecord
@@ -74,6 +76,7 @@ class CapacityIndex:
         self.uuids: list[str] = []
         self.row_of: dict[str, int] = {}
         self.generations = np.zeros(0, np.int64)
+        self.setups = np.zeros(0, np.int64)  # record_keys.setup_key, 0: unknown
         self.alive = np.zeros(0, bool)
         self.key_hi = np.zeros(0, np.uint64)
         self.key_lo = np.zeros(0, np.uint64)
@@ -88,7 +91,9 @@ class CapacityIndex:
     @classmethod
     def from_snapshot(cls, snapshot: FleetSnapshot, **kwargs: Any) -> "CapacityIndex":
         """Index every provider of ``snapshot`` (``client.snapshot()``)."""
-        return cls.from_columnar(ColumnarFleet.from_snapshot(snapshot), **kwargs)
+        idx = cls.from_columnar(ColumnarFleet.from_snapshot(snapshot), **kwargs)
+        idx.setups[:idx.n_rows] = [setup_key(r) for r in snapshot.providers]
+        return idx
 
     @classmethod
     def from_columnar(cls, fleet: ColumnarFleet, **kwargs: Any) -> "CapacityIndex":
@@ -106,7 +111,7 @@ class CapacityIndex:
         idx.alive[:n] = True
         idx.key_hi[:n], idx.key_lo[:n] = uuid_keys(idx.uuids)
         for rc, ic in fleet.inventories.items():
-            validation.resource_class(rc)
+            column_name(rc)
             dense = len(ic.rows) >= idx.dense_threshold * n
             col = Column(rc, idx._cap, sparse=not dense,
                          single_precision=idx.single_precision_ratio)
@@ -134,7 +139,8 @@ class CapacityIndex:
             new[:len(a)] = a
             return new
 
-        self.generations, self.alive = grow(self.generations), grow(self.alive)
+        self.generations, self.alive, self.setups = map(
+            grow, (self.generations, self.alive, self.setups))
         self.key_hi, self.key_lo = grow(self.key_hi), grow(self.key_lo)
         for col in self.columns.values():
             col.grow(cap)
@@ -166,14 +172,14 @@ class CapacityIndex:
                     if (s := col.summary(row)) is not None}
 
     def memory(self) -> dict[str, float]:
-        """Bytes held in numpy arrays, and the per-provider-per-class figure
-        (column bytes / (providers x classes))."""
+        """Bytes in numpy arrays; per provider per class: column bytes."""
         cols = sum(c.nbytes for c in self.columns.values())
-        rows = sum(a.nbytes for a in (self.generations, self.alive, self.key_hi, self.key_lo))
+        rows = sum(a.nbytes for a in (self.generations, self.alive, self.setups,
+                                      self.key_hi, self.key_lo))
         per = cols / max(1, self.n_rows * max(1, len(self.columns)))
+        extra = self.traits.nbytes + self.aggregates.nbytes
         return {"columns": cols, "rows": rows, "traits": self.traits.nbytes,
-                "aggregates": self.aggregates.nbytes,
-                "total": cols + rows + self.traits.nbytes + self.aggregates.nbytes,
+                "aggregates": self.aggregates.nbytes, "total": cols + rows + extra,
                 "bytes_per_provider_per_class": per}
 
     # ------------------------------------------------------------- updates
@@ -197,57 +203,52 @@ class CapacityIndex:
                             missing.append((rp, rc))
         return missing
 
-    def replace_usages(self, entries: Iterable[tuple[str, str, int]]) -> None:
+    def replace_usages(self, entries: Iterable[tuple[str, str, int]],
+                       keep: Iterable[str] = ()) -> None:
         """Set every provider's usage from ``(uuid, class, used)`` rows
-        (placement's usage aggregate); what is not listed is unused.
-        Unknown providers and classes are ignored. O(rows + providers)."""
-        by_rc: dict[str, tuple[list[int], list[int]]] = {}
+        (placement's usage aggregate; unlisted: unused), except ``keep``
+        (re-read more recently). Unknown providers and classes are ignored.
+        Under the lock: O(providers) in numpy per class."""
+        table = UsageTable.grouped(entries, self.row_of)  # before the lock
         with self.lock:
-            row_of = self.row_of
-            for u, rc, used in entries:
-                row = row_of.get(u)
-                if row is not None:
-                    rows, vals = by_rc.setdefault(rc, ([], []))
-                    rows.append(row)
-                    vals.append(used)
+            kept = [r for u in keep if (r := self.row_of.get(u)) is not None]
             for rc, col in self.columns.items():
-                rows, vals = by_rc.get(rc, ([], []))
-                col.replace_used(np.array(rows, np.int64), np.array(vals, np.int64))
+                col.replace_used(*table.for_column(rc, col, kept))
 
     def refresh_provider(self, record: ProviderRecord) -> bool:
-        """Re-index one provider if its generation changed (or it is new:
-        it is appended). Returns whether anything was written. O(classes +
-        traits + aggregates of the provider).
-
-        Placement's ``DELETE /allocations/{consumer}`` frees usage without
-        bumping the provider generation, so at an unchanged generation the
-        record's usages are still compared (and taken when they differ).
-        """
+        """Re-index one provider if its generation changed (new: appended;
+        only usage changed, as after an allocation write: usage and
+        generation only). At an unchanged generation usage is still compared
+        (DELETE /allocations bumps nothing). True if anything was written."""
         if not isinstance(record, ProviderRecord):
             raise validation.bad("record", record, "must be a ProviderRecord")
         with self.lock:
             uuid = record.provider.uuid
             row = self.row_of.get(uuid)
-            if row is not None and self.alive[row] \
-                    and self.generations[row] == record.provider.generation:
+            if row is not None and self.alive[row] and \
+                    self.generations[row] == record.provider.generation:
                 return self._refresh_usage(row, record)
-            if row is None:
-                uuid = validation.uuid(uuid, "uuid")
-                row = self._append(uuid)
+            key = setup_key(record)
+            if row is not None and self.alive[row] and self.setups[row] == key:
+                self._refresh_usage(row, record)
+                self.generations[row] = record.provider.generation
+                return True
+            row = self._append(validation.uuid(uuid, "uuid")) if row is None else row
             self._write(row, record)
+            self.setups[row] = key
             return True
 
     def _refresh_usage(self, row: int, rec: ProviderRecord) -> bool:
         changed = False
         for rc in rec.inventories:
             col = self.columns.get(rc)
-            held = col.summary(row) if col is not None else None
-            if col is None or held is None:  # inventory differs at the same generation
+            p = col.pos(row) if col is not None else -1
+            if col is None or p < 0 or col.total[p] == 0:  # inventory differs
                 self._write(row, rec)
                 return True
-            want = int(rec.usages.get(rc, 0))
-            if held[1] != want:
-                col.add_used(row, want - held[1])
+            delta = int(rec.usages.get(rc, 0)) - int(col.used[p])
+            if delta:
+                col.add_used(row, delta)
                 changed = True
         return changed
 
@@ -265,12 +266,11 @@ class CapacityIndex:
                 self.sharing_set.discard(row)
                 self.solver.forget_sharing()
             self.tree.pop(row, None)
-            self.alive[row] = False
+            self.alive[row] = self.setups[row] = False
             return True
 
     def sync(self, snapshot: FleetSnapshot) -> tuple[int, int]:
-        """Refresh every record by generation and remove providers the
-        snapshot lacks. Returns (rows written, rows removed)."""
+        """refresh_provider for each record; remove the others. (written, removed)"""
         with self.lock:
             changed = sum(self.refresh_provider(r) for r in snapshot.providers)
             seen = {r.provider.uuid for r in snapshot.providers}
@@ -294,7 +294,7 @@ class CapacityIndex:
         invs = rec.inventories
         for rc in invs:
             if rc not in self.columns:
-                validation.resource_class(rc)
+                column_name(rc)
                 self.columns[rc] = Column(rc, self._cap, sparse=True,
                                         single_precision=self.single_precision_ratio)
         for rc, col in self.columns.items():

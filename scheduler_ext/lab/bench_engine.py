@@ -8,15 +8,18 @@ from __future__ import annotations
 import os
 import statistics
 import time
+import uuid as uuidlib
 from typing import Any, Callable
 
 import numpy as np
 
+from scheduler_ext import errors
 from scheduler_ext.engine import CapacityIndex, Weigher
 from scheduler_ext.engine.fleet_arrays import ColumnarFleet
 from scheduler_ext.lab import reference
 from scheduler_ext.lab.placement_db import load_placement_db
-from scheduler_ext.placement.model import Inventory, Provider, ProviderRecord
+from scheduler_ext.placement.model import (AllocationWrite, Inventory, Provider,
+                                           ProviderRecord)
 from scheduler_ext.placement.query import CandidateRequest
 
 #: (VCPU, MEMORY_MB, DISK_GB) of the flavors each round asks for.
@@ -137,7 +140,8 @@ def bench_snapshot(fleet: ColumnarFleet, args) -> dict:
     """Reading the fleet for the engine from a real placement: over the API
     (four GETs per provider; timed on 100 providers and scaled up), from its
     database (SqlSnapshot), and the engine's refresh with nothing changed
-    and with 100 providers changed, against one GET /allocation_candidates."""
+    and with 100 providers changed (a one-VCPU claim each), against one GET
+    /allocation_candidates."""
     from scheduler_ext.sources.engine import EngineCandidateSource
     from scheduler_ext.driver import make_conf
     from scheduler_ext.placement.client import read_provider
@@ -160,13 +164,14 @@ def bench_snapshot(fleet: ColumnarFleet, args) -> dict:
                          placement_database_connection=f"sqlite:///{db}")
         initial_s, source = timed(lambda: EngineCandidateSource(client, conf))
         same = [timed(source.refresh)[0] for _ in range(3)]
-        changed = sample[:100]
-        for p in changed:
-            gen, invs = client.get_inventories(p.uuid)
-            invs = {rc: Inventory(**{**inv.as_dict(), "reserved": inv.reserved + 1})
-                    if inv.total > inv.reserved + 1 else inv
-                    for rc, inv in invs.items()}
-            client.set_inventories(p.uuid, gen, invs)
+        # 100 providers changed as other schedulers change them: a claim
+        # each (the refresh reads what was written, not the fleet)
+        for k, p in enumerate(sample[:100]):
+            try:
+                client.put_allocations(str(uuidlib.UUID(int=k + 1, version=4)),
+                                       AllocationWrite({p.uuid: {"VCPU": 1}}, "b", "b", None))
+            except errors.Conflict:
+                continue
         changed_s, _ = timed(source.refresh)
         probe = flavor_requests(limit=1000)[1].to_query()
         ac_s = min(timed(lambda: client.allocation_candidates(probe))[0]

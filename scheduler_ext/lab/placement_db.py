@@ -31,6 +31,17 @@ def load_placement_db(url: str, fleet: ColumnarFleet) -> None:
         _inventories_and_usage(sa, conn, tables, fleet, ids)
         _aggregates(sa, conn, tables, fleet, ids)
         _traits(sa, conn, tables, fleet, ids)
+        if engine.dialect.name == "postgresql":
+            # rows were given explicit ids: move the sequences past them so
+            # placement's own inserts do not collide
+            for table in ("resource_providers", "placement_aggregates"):
+                conn.execute(sa.text(
+                    f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+                    f"(SELECT COALESCE(MAX(id), 1) FROM {table}))"))
+    if engine.dialect.name == "postgresql":
+        # planner statistics, as autovacuum keeps them on a live database
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(sa.text("ANALYZE"))
     engine.dispose()
 
 

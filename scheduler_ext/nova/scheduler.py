@@ -53,6 +53,15 @@ def public_reason(exc: Exception) -> str:
     return "There are not enough hosts available."
 
 
+def host_limit(limit: int | None, driver: Driver) -> int | None:
+    """How many hosts nova's filters see: placement's limit, lowered to
+    ``[scheduler_ext] nova_host_limit`` when that is set. Never applied when
+    nova wants every candidate (no limit: server groups, a targeted host)."""
+    conf = getattr(driver, "conf", None)
+    cap = conf.scheduler_ext.nova_host_limit if conf is not None else 0
+    return min(limit, cap) if cap and limit else limit
+
+
 class NovaScheduler:
     """select_destinations for nova, on top of a scheduler-ext driver
     (``scheduler_ext.driver.SchedulerDriver`` or another plugin of the
@@ -106,7 +115,8 @@ class NovaScheduler:
                 query, num_alts: int) -> list[list]:
         admin = context.elevated()
         requests = self._requests(admin, spec, instance_uuids, query)
-        ranking = NovaRanking(admin, spec, self.host_manager, query.limit)
+        ranking = NovaRanking(admin, spec, self.host_manager,
+                              host_limit(query.limit, self.driver))
         self._notify(context, spec, "start")
         claimed: list[tuple[str, list[Selection], Any]] = []
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Protocol, runtime_checkable
 
+from scheduler_ext import errors
 from scheduler_ext.placement.change_log import Changes
 from scheduler_ext.placement.model import (
     AllocationWrite, Allocations, ConsumerAllocations, FleetSnapshot, Inventory,
@@ -100,9 +101,16 @@ class ChangeFeed(Protocol):
 
 
 def read_provider(client: PlacementClient, rp_uuid: str) -> ProviderRecord:
-    """One provider's record for the engine (four reads; the generation is
+    """One provider's record for the engine (five reads; the generation is
     the one returned with the inventories)."""
-    prov = client.get_provider(rp_uuid)
+    return read_listed_provider(client, client.get_provider(rp_uuid))
+
+
+def read_listed_provider(client: PlacementClient, prov: Provider) -> ProviderRecord:
+    """The record of a provider known from ``list_providers`` (four reads:
+    inventories with the generation, traits, aggregates, usages). NotFound
+    if it was deleted meanwhile."""
+    rp_uuid = prov.uuid
     gen, invs = client.get_inventories(rp_uuid)
     _, traits = client.get_traits(rp_uuid)
     _, aggs = client.get_aggregates(rp_uuid)
@@ -110,3 +118,16 @@ def read_provider(client: PlacementClient, rp_uuid: str) -> ProviderRecord:
         Provider(prov.uuid, prov.name, gen, prov.root_provider_uuid,
                  prov.parent_provider_uuid),
         invs, client.get_usages(rp_uuid), traits, aggs)
+
+
+def read_listed_providers(client: PlacementClient, providers: Iterable[Provider]
+                          ) -> tuple[list[ProviderRecord], list[str]]:
+    """(records, uuids of providers deleted between the list and their read):
+    a provider deleted meanwhile is skipped, never fatal to the read."""
+    records, gone = [], []
+    for prov in providers:
+        try:
+            records.append(read_listed_provider(client, prov))
+        except errors.NotFound:
+            gone.append(prov.uuid)
+    return records, gone

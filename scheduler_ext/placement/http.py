@@ -19,7 +19,7 @@ from oslo_log import log as logging
 
 from scheduler_ext import errors
 from scheduler_ext.placement import validation
-from scheduler_ext.placement.client import read_provider
+from scheduler_ext.placement.client import read_listed_providers
 from scheduler_ext.placement.model import (
     AllocationWrite, ConsumerAllocations, FleetSnapshot, Inventory, Provider)
 
@@ -281,6 +281,6 @@ class HttpPlacement:
 
     def snapshot(self) -> FleetSnapshot:
         """Four GETs per provider: slow at scale (see placement-semantics.md
-        section 5); the engine's bulk sources live elsewhere."""
-        return FleetSnapshot(tuple(read_provider(self, p.uuid)
-                                   for p in self.list_providers()))
+        section 5); the engine's bulk sources live elsewhere. A provider
+        deleted between the list and its read is left out."""
+        return FleetSnapshot(tuple(read_listed_providers(self, self.list_providers())[0]))

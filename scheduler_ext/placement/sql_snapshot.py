@@ -6,12 +6,13 @@ the same question in a few queries. This reader needs SQLAlchemy and a
 database driver for the URL (the one placement itself uses), and a
 read-only account is enough: it never writes.
 
-A refresh reads every provider's generation (one narrow query) and
-re-reads inventories, traits and aggregates only of the providers whose
-generation moved; usage is re-read for all, in one aggregate query,
-because placement does not bump a provider's generation when allocations
-leave it (DELETE /allocations, or a consumer's allocations replaced by ones
-elsewhere).
+Besides full and partial snapshots it offers the cheap change probe the
+fleet view polls before each decision: the newest rows of ``allocations``
+by id (``allocations_after``), an index range scan whose cost follows the
+number of rows written, not the fleet. Every allocation write deletes the
+consumer's rows and inserts new ones, so each write that adds usage shows
+up there as new ids (see ``sources/sql_changes.py`` for why this, and not
+provider or consumer generations, is the probe).
 """
 
 from __future__ import annotations
@@ -23,13 +24,15 @@ from scheduler_ext import errors
 from scheduler_ext.placement.model import (FleetSnapshot, Inventory, Provider,
                                            ProviderRecord)
 
+OPTION = "placement_database_connection"
+
 _PROVIDERS = """
 SELECT rp.id, rp.uuid, rp.name, rp.generation, root.uuid, parent.uuid
 FROM resource_providers rp
 LEFT JOIN resource_providers root ON root.id = rp.root_provider_id
 LEFT JOIN resource_providers parent ON parent.id = rp.parent_provider_id
 """
-_GENERATIONS = "SELECT uuid, generation FROM resource_providers"
+_GENERATIONS = "SELECT id, uuid, generation FROM resource_providers"
 _INVENTORIES = """
 SELECT i.resource_provider_id, rc.name, i.total, i.reserved, i.min_unit,
        i.max_unit, i.step_size, i.allocation_ratio
@@ -40,8 +43,8 @@ SELECT rp.uuid, rc.name, SUM(a.used)
 FROM allocations a
 JOIN resource_providers rp ON rp.id = a.resource_provider_id
 JOIN resource_classes rc ON rc.id = a.resource_class_id
-GROUP BY rp.uuid, rc.name
 """
+_USAGES_GROUP = " GROUP BY rp.uuid, rc.name"
 _TRAITS = """
 SELECT rpt.resource_provider_id, t.name
 FROM resource_provider_traits rpt JOIN traits t ON t.id = rpt.trait_id
@@ -51,6 +54,38 @@ SELECT rpa.resource_provider_id, pa.uuid
 FROM resource_provider_aggregates rpa
 JOIN placement_aggregates pa ON pa.id = rpa.aggregate_id
 """
+_ALLOCATIONS_AFTER = """
+SELECT id, resource_provider_id, resource_class_id, used
+FROM allocations WHERE id > {low} ORDER BY id
+"""
+_MAX_ALLOCATION_ID = "SELECT MAX(id) FROM allocations"
+_IDS_OF = "SELECT id FROM resource_providers WHERE uuid IN :uuids"
+#: Inventories, traits, aggregates and usage of some providers in one
+#: round trip, without joins (names come from small cached tables):
+#: (kind, provider id, class/trait/aggregate id, numbers...)
+_DETAILS_OF = """
+SELECT 0, resource_provider_id, resource_class_id, total, reserved, min_unit,
+       max_unit, step_size, allocation_ratio
+FROM inventories WHERE resource_provider_id IN ({ids})
+UNION ALL
+SELECT 1, resource_provider_id, trait_id, 0, 0, 0, 0, 0, 0.0
+FROM resource_provider_traits WHERE resource_provider_id IN ({ids})
+UNION ALL
+SELECT 2, resource_provider_id, aggregate_id, 0, 0, 0, 0, 0, 0.0
+FROM resource_provider_aggregates WHERE resource_provider_id IN ({ids})
+UNION ALL
+SELECT 3, resource_provider_id, resource_class_id, SUM(used), 0, 0, 0, 0, 0.0
+FROM allocations WHERE resource_provider_id IN ({ids})
+GROUP BY resource_provider_id, resource_class_id
+"""
+#: the small name tables the details refer to
+_NAMES = {"classes": "SELECT id, name FROM resource_classes",
+          "traits": "SELECT id, name FROM traits",
+          "aggregates": "SELECT id, uuid FROM placement_aggregates"}
+
+#: One allocation row as the change probe sees it:
+#: (id, provider id, resource class id, used).
+AllocationRow = tuple[int, int, int, int]
 
 
 class SqlSnapshot:
@@ -65,68 +100,175 @@ class SqlSnapshot:
                 "the sql snapshot source needs SQLAlchemy and the database's "
                 "driver installed") from exc
         self._sa = sqlalchemy
+        self._statements: dict[str, Any] = {}
+        self._names: dict[str, dict[int, str]] = {k: {} for k in _NAMES}
         try:
+            self._url = sqlalchemy.engine.make_url(url)
             self._engine = sqlalchemy.create_engine(url)
         except Exception as exc:
             raise errors.InvalidRequest(
                 f"placement database URL is not usable: {exc}",
-                field="placement_database_connection", value="<hidden>") from exc
+                field=OPTION, value="<hidden>") from exc
+
+    @property
+    def where(self) -> str:
+        """The database's location for messages (no credentials):
+        ``backend://host:port/database``."""
+        u = self._url
+        host = (u.host or "localhost") if u.get_backend_name() != "sqlite" else ""
+        port = f":{u.port}" if u.port else ""
+        return f"{u.get_backend_name()}://{host}{port}/{u.database or ''}"
+
+    def check(self) -> None:
+        """Connect and read once; raises ``ConfigError`` naming the option
+        and the database's host when that fails (the service's start)."""
+        try:
+            self._rows(_MAX_ALLOCATION_ID)
+        except errors.PlacementUnavailable as exc:
+            raise errors.ConfigError(
+                f"[scheduler_ext] {OPTION}: cannot read placement's database "
+                f"at {self.where}: {exc}", option=OPTION,
+                value=self.where) from exc
 
     def _rows(self, sql: str, where: str = "", params: dict | None = None):
         try:
             with self._engine.connect() as conn:
-                return conn.execute(self._sa.text(sql + where), params or {}).all()
+                return conn.execute(self._statement(sql + where), params or {}).all()
         except self._sa.exc.SQLAlchemyError as exc:
             raise errors.PlacementUnavailable(
                 f"placement database read failed: {exc.__class__.__name__}: "
                 f"{str(exc).splitlines()[0]}") from exc
 
+    def _statement(self, sql: str):
+        """The compiled statement for ``sql`` (cached: SQLAlchemy then
+        reuses its compilation); ``:uuids`` expands to an IN list."""
+        stmt = self._statements.get(sql)
+        if stmt is None:
+            stmt = self._sa.text(sql)
+            if ":uuids" in sql:
+                stmt = stmt.bindparams(self._sa.bindparam("uuids", expanding=True))
+            self._statements[sql] = stmt
+        return stmt
+
+    def _fast(self, sql: str, **numbers: Any) -> list[tuple]:
+        """Rows of ``sql`` with ``{name}`` replaced by integers (or comma
+        lists of integers), through the driver's own cursor: the request
+        path's queries skip SQLAlchemy's parameter and row handling, which
+        costs more than the queries themselves. Only ints are inlined."""
+        text = sql.format(**{k: ",".join(str(int(i)) for i in v)
+                             if isinstance(v, (list, tuple)) else str(int(v))
+                             for k, v in numbers.items()})
+        dbapi_error = self._engine.dialect.loaded_dbapi.Error
+        try:
+            conn = self._engine.raw_connection()
+            try:
+                cur = conn.cursor()
+                cur.execute(text)
+                rows = list(cur.fetchall())
+                cur.close()
+                conn.rollback()   # end the read's transaction
+            finally:
+                conn.close()      # back to the pool
+        except (self._sa.exc.SQLAlchemyError, dbapi_error) as exc:
+            raise errors.PlacementUnavailable(
+                f"placement database read failed: {exc.__class__.__name__}: "
+                f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
+        return rows
+
+    def dispose(self) -> None:
+        """Close pooled connections."""
+        self._engine.dispose()
+
+    # ---------------------------------------------------------- change probe
+    def allocations_after(self, low: int) -> list[AllocationRow]:
+        """Every allocation row with ``id > low``, ascending by id. An index
+        range scan on the primary key: O(rows returned)."""
+        return self._fast(_ALLOCATIONS_AFTER, low=low)
+
+    def provider_ids(self, uuids: Iterable[str]) -> list[int]:
+        """Database ids of the providers ``uuids`` (unknown ones left out)."""
+        wanted = sorted(set(uuids))
+        return [r[0] for r in self._rows(_IDS_OF, "", {"uuids": wanted})] if wanted else []
+
+    def max_allocation_id(self) -> int:
+        """The largest allocation id (0 when there is none)."""
+        return int(self._rows(_MAX_ALLOCATION_ID)[0][0] or 0)
+
+    # ------------------------------------------------------------ bulk reads
     def generations(self) -> dict[str, int]:
         """uuid -> generation of every provider."""
-        return {u: g for u, g in self._rows(_GENERATIONS)}
+        return {u: g for _, u, g in self._rows(_GENERATIONS)}
+
+    def provider_table(self) -> list[tuple[int, str, int]]:
+        """(database id, uuid, generation) of every provider."""
+        return [tuple(r) for r in self._rows(_GENERATIONS)]
 
     def usage_rows(self) -> list[tuple[str, str, int]]:
         """(uuid, class, used) for every provider and class in use."""
-        return [(u, rc, int(used)) for u, rc, used in self._rows(_USAGES)]
-
-    def usages(self) -> dict[str, dict[str, int]]:
-        """uuid -> class -> used, for every provider with allocations."""
-        out: dict[str, dict[str, int]] = collections.defaultdict(dict)
-        for u, rc, used in self.usage_rows():
-            out[u][rc] = used
-        return dict(out)
+        return [(u, rc, int(used)) for u, rc, used in self._rows(_USAGES, _USAGES_GROUP)]
 
     def snapshot(self, uuids: Iterable[str] | None = None) -> FleetSnapshot:
-        """Every provider (or only ``uuids``), with inventories, usages,
-        traits and aggregates. Usage of classes without inventory is left
-        out, as placement's own usages call does."""
-        where, params = "", {}
-        if uuids is not None:
-            wanted = sorted(set(uuids))
-            if not wanted:
-                return FleetSnapshot(())
-            names = [f"u{i}" for i in range(len(wanted))]
-            where = f" WHERE rp.uuid IN ({', '.join(':' + n for n in names)})"
-            params = dict(zip(names, wanted))
-        provs = self._rows(_PROVIDERS, where, params)
-        ids = {row[0] for row in provs}
-        by_id: tuple[str, dict[str, Any]] = ("", {})
-        if uuids is not None:
-            names = [f"i{i}" for i in range(len(ids))]
-            by_id = (f" WHERE resource_provider_id IN "
-                     f"({', '.join(':' + n for n in names)})",
-                     dict(zip(names, sorted(ids))))
+        """Every provider (or only ``uuids``; unknown ones are left out),
+        with inventories, usages, traits and aggregates. Usage of classes
+        without inventory is left out, as placement's own usages call
+        does. Costs O(fleet) for all, O(len(uuids)) for a part."""
+        if uuids is None:
+            return self._everything()
+        return self.records(self.provider_ids(uuids))
+
+    def records(self, ids: Iterable[int]) -> FleetSnapshot:
+        """The providers with database ids ``ids`` (see ``snapshot``): two
+        indexed queries (two round trips), whatever the fleet size."""
+        wanted = sorted(set(ids))
+        if not wanted:
+            return FleetSnapshot(())
+        provs = self._fast(_PROVIDERS + " WHERE rp.id IN ({ids})", ids=wanted)
+        if not provs:
+            return FleetSnapshot(())
         invs: dict[int, dict[str, Inventory]] = collections.defaultdict(dict)
-        for rp_id, rc, total, reserved, lo, hi, step, ratio in \
-                self._rows(_INVENTORIES, *by_id) if ids else ():
+        traits: dict[int, set[str]] = collections.defaultdict(set)
+        aggs: dict[int, set[str]] = collections.defaultdict(set)
+        used: dict[int, dict[str, int]] = collections.defaultdict(dict)
+        for kind, rp_id, ref, a, b, c, d, e, ratio in \
+                self._fast(_DETAILS_OF, ids=wanted):
+            if kind == 0:
+                invs[rp_id][self._name("classes", ref)] = Inventory(
+                    int(a), int(b), int(c), int(d), int(e), float(ratio))
+            elif kind == 1:
+                traits[rp_id].add(self._name("traits", ref))
+            elif kind == 2:
+                aggs[rp_id].add(self._name("aggregates", ref))
+            else:
+                used[rp_id][self._name("classes", ref)] = int(a)
+        return FleetSnapshot(tuple(
+            ProviderRecord(
+                Provider(u, name, gen, root or u, parent), invs[rp_id],
+                {rc: used[rp_id].get(rc, 0) for rc in invs[rp_id]},
+                frozenset(traits[rp_id]), frozenset(aggs[rp_id]))
+            for rp_id, u, name, gen, root, parent in provs))
+
+    def _name(self, table: str, ref: int) -> str:
+        """The name of row ``ref`` of a small name table (cached; re-read
+        when a row is new)."""
+        names = self._names[table]
+        if ref not in names:
+            names.update((int(i), n) for i, n in self._rows(_NAMES[table]))
+        return names[ref]
+
+    def _everything(self) -> FleetSnapshot:
+        provs = self._rows(_PROVIDERS)
+        invs: dict[int, dict[str, Inventory]] = collections.defaultdict(dict)
+        for rp_id, rc, total, reserved, lo, hi, step, ratio in self._rows(_INVENTORIES):
             invs[rp_id][rc] = Inventory(total, reserved, lo, hi, step, ratio)
         traits: dict[int, set[str]] = collections.defaultdict(set)
-        for rp_id, name in self._rows(_TRAITS, *by_id) if ids else ():
+        for rp_id, name in self._rows(_TRAITS):
             traits[rp_id].add(name)
         aggs: dict[int, set[str]] = collections.defaultdict(set)
-        for rp_id, agg in self._rows(_AGGREGATES, *by_id) if ids else ():
+        for rp_id, agg in self._rows(_AGGREGATES):
             aggs[rp_id].add(agg)
-        used = self.usages()
+        used: dict[str, dict[str, int]] = collections.defaultdict(dict)
+        for u, rc, n in self.usage_rows():
+            used[u][rc] = n
         return FleetSnapshot(tuple(
             ProviderRecord(
                 Provider(u, name, gen, root or u, parent),

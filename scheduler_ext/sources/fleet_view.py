@@ -1,101 +1,232 @@
-"""The engine's view of placement: a ``CapacityIndex`` kept as a cache.
+"""The engine's view of placement: a ``CapacityIndex`` kept as a cache
+whose per-request upkeep costs what changed, not the fleet.
 
-Placement does not bump a provider's generation when allocations leave it
-(``DELETE /allocations``, or a consumer's allocations replaced by ones
-elsewhere), so a refresh re-indexes by generation (inventories, traits,
-aggregates) and corrects usage by value. A stale row only costs a failed
-claim and a retry: placement's atomic write is the truth.
+Three paths write the index, each with its own rule:
+
+* ``refresh`` (request path, before each decision): the change source's
+  ``poll``, which reports every increase since the last poll (see
+  ``changes.py``); nothing O(fleet) happens there with the sql source;
+* ``changed`` (our own claims and releases): the providers written are
+  re-read at once;
+* the background re-read (its own thread, every ``reread_interval``
+  seconds, one at a time): the full usage table and the providers whose
+  generation moved, added or deleted. Placement bumps no generation when
+  allocations leave a provider, so decreases arrive here. It never holds
+  the index lock while reading, and providers the other two paths wrote
+  while it read keep their newer values.
+
+So the view may be conservative (count usage placement has already freed)
+until the next re-read, and is optimistic only where a change hid from the
+poll; a claim placement refuses re-reads the provider (``changed``), so no
+provider stays optimistic past one failed claim.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Iterable
 
 from oslo_config import cfg
+from oslo_log import log as logging
 
 from scheduler_ext import errors
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.placement import PlacementClient
-from scheduler_ext.placement.client import ChangeFeed, read_provider
-from scheduler_ext.placement.sql_snapshot import SqlSnapshot
+from scheduler_ext.placement.sql_snapshot import OPTION, SqlSnapshot
+from scheduler_ext.placement.client import ChangeFeed
+from scheduler_ext.sources.changes import (ApiChanges, Changes, ChangeSource,
+                                           FeedChanges)
+from scheduler_ext.sources.sql_changes import SqlChanges
+
+LOG = logging.getLogger(__name__)
+
+#: A full read over the API slower than this (seconds) is warned about.
+SLOW_API_READ = 1.0
+
+
+def choose_source(client: PlacementClient, conf: cfg.ConfigOpts) -> ChangeSource:
+    """The change source ``[scheduler_ext] snapshot_source`` names (``auto``:
+    sql when ``placement_database_connection`` is set). The sql database is
+    checked here: an unreachable one is a ConfigError naming the option
+    and the host. A client that offers a change feed (the embedded
+    placement) is read through it (``FeedChanges``: what the feed names,
+    exactly)."""
+    opts = conf.scheduler_ext
+    kind = opts.snapshot_source
+    if kind == "auto":
+        kind = "sql" if opts.placement_database_connection else "api"
+    if kind == "api":
+        if isinstance(client, ChangeFeed):
+            return FeedChanges(client)
+        return ApiChanges(client)
+    if not opts.placement_database_connection:
+        raise errors.ConfigError(
+            f"[scheduler_ext] snapshot_source = sql needs {OPTION}", option=OPTION)
+    sql = SqlSnapshot(opts.placement_database_connection)
+    sql.check()
+    return SqlChanges(sql)
 
 
 class FleetView:
-    """Every provider of placement in a ``CapacityIndex``, re-read by
-    ``refresh`` (through the API, or placement's database with
-    ``snapshot_source = sql``) and by ``changed`` for providers we wrote."""
+    """Every provider of placement in a ``CapacityIndex`` (see the module
+    docstring). Built with one full read (log: source, seconds, fleet
+    size); thread-safe."""
 
-    def __init__(self, client: PlacementClient, conf: cfg.ConfigOpts):
+    #: the slow-API warning is given once per process
+    warned_slow_api = False
+
+    def __init__(self, client: PlacementClient, conf: cfg.ConfigOpts,
+                 source: ChangeSource | None = None):
         opts = conf.scheduler_ext
         self.client = client
         self.refresh_interval = opts.refresh_interval
-        self._read_at = time.monotonic()
-        self.sql = None
-        # a placement with a change feed (the embedded one) says which
-        # providers changed: a refresh re-reads only those
-        self.feed = client if isinstance(client, ChangeFeed) else None
-        self.feed_position = self.feed.change_position() if self.feed else 0
-        if opts.snapshot_source == "sql":
-            if not opts.placement_database_connection:
-                raise errors.ConfigError(
-                    "[scheduler_ext] snapshot_source = sql needs "
-                    "placement_database_connection",
-                    option="placement_database_connection")
-            self.sql = SqlSnapshot(opts.placement_database_connection)
-        snap = self.sql.snapshot() if self.sql else client.snapshot()
+        self.reread_interval = opts.reread_interval
+        self.source = source or choose_source(client, conf)
+        self._lock = threading.Lock()          # poll / read / apply
+        self._reread_lock = threading.Lock()   # one background re-read
+        self._touched: set[str] | None = None  # written during a re-read
+        self.stats = {"polls": 0, "polled_providers": 0, "rereads": 0,
+                      "fallbacks": 0, "last_poll_s": 0.0, "last_reread_s": 0.0}
+        started = time.monotonic()
+        snap = self._full_read(conf)
+        self.full_read_s = time.monotonic() - started
         self.index = CapacityIndex.from_snapshot(
             snap, single_precision_ratio=opts.allocation_ratio_storage == "single")
+        self._read_at = self._reread_at = time.monotonic()
+        self._log_start()
 
+    def _full_read(self, conf: cfg.ConfigOpts):
+        try:
+            return self.source.full_read()
+        except errors.PlacementUnavailable as exc:
+            if isinstance(self.source, SqlChanges):
+                raise errors.ConfigError(
+                    f"[scheduler_ext] {OPTION}: cannot read placement's "
+                    f"database at {self.source.sql.where}: {exc}",
+                    option=OPTION, value=self.source.sql.where) from exc
+            raise
+
+    def _log_start(self) -> None:
+        n = len(self.index)
+        LOG.info("fleet view: source %s, full read of %d providers "
+                 "(%d resource classes) in %.3f s", self.source.name, n,
+                 len(self.index.columns), self.full_read_s)
+        if (self.source.name == "api" and self.full_read_s > SLOW_API_READ
+                and not FleetView.warned_slow_api):
+            FleetView.warned_slow_api = True
+            LOG.warning(
+                "*** fleet view: reading %d providers through placement's "
+                "API took %.1f s. Every scheduling request re-reads every "
+                "provider's generation over the API, and decreases need one "
+                "GET per provider. Set [scheduler_ext] %s to placement's "
+                "database URL (read-only is enough) to read it with SQL. ***",
+                n, self.full_read_s, OPTION)
+
+    # -------------------------------------------------------- request path
     def refresh(self) -> None:
-        """Bring the index up to date with placement (unless it was read
-        less than ``refresh_interval`` seconds ago)."""
+        """Take in every increase since the last call (unless the view was
+        refreshed less than ``refresh_interval`` seconds ago), and start a
+        background re-read when one is due. Never waits for a re-read."""
         now = time.monotonic()
-        if self.refresh_interval and now - self._read_at < self.refresh_interval:
-            return
-        self._read_at = now
-        if self.sql is None and self.feed is not None and self.refresh_changed():
-            return
-        if self.sql is None:
-            # sync re-indexes by generation and corrects usage by value
-            self.index.sync(self.client.snapshot())
-            return
-        gens = self.sql.generations()
-        moved = [u for u, g in gens.items() if self.index.generation(u) != g]
-        for record in self.sql.snapshot(moved).providers:
-            self.index.refresh_provider(record)
-        for u in [u for u in self.index.row_of if u not in gens]:
-            self.index.remove_provider(u)
-        self.index.replace_usages(self.sql.usage_rows())
-
-    def refresh_changed(self) -> bool:
-        """Re-read the providers the change feed names; False (nothing
-        done) when the feed no longer reaches back to our position."""
-        assert self.feed is not None
-        changes = self.feed.changes_since(self.feed_position)
-        if changes.providers is None:
-            # too far behind: the full re-read below, from a position taken
-            # before it (what changes meanwhile is read again next time)
-            self.feed_position = changes.position
-            return False
-        self.feed_position = changes.position
-        self.reread(changes.providers)
-        return True
+        if not self.refresh_interval or now - self._read_at >= self.refresh_interval:
+            self._read_at = now
+            with self._lock:
+                changes = self._guarded(lambda: self.source.poll(self.index))
+                self._apply(changes)
+            self.stats["polls"] += 1
+            self.stats["polled_providers"] += len(changes.providers)
+            self.stats["last_poll_s"] = time.monotonic() - now
+        if self.reread_interval and now - self._reread_at >= self.reread_interval:
+            self.start_reread()
 
     def changed(self, providers: Iterable[str]) -> None:
-        """Re-read these providers (we wrote allocations on them). With a
-        change feed, whatever changed since the last read instead: the
-        index is current for every provider the feed does not name."""
-        if self.feed is not None and self.refresh_changed():
+        """Re-read these providers now (we wrote allocations on them, or a
+        claim on them was refused)."""
+        wanted = list(dict.fromkeys(providers))
+        if not wanted:
             return
-        self.reread(providers)
+        with self._lock:
+            self._apply(self._guarded(lambda: self.source.read(wanted)))
 
-    def reread(self, providers: Iterable[str]) -> None:
-        """Re-read these providers from the API."""
-        for rp in dict.fromkeys(providers):
-            try:
-                record = read_provider(self.client, rp)
-            except errors.NotFound:
-                self.index.remove_provider(rp)
-                continue
+    def _apply(self, changes: Changes) -> None:
+        for record in changes.records:
             self.index.refresh_provider(record)
+        for u in changes.removed:
+            self.index.remove_provider(u)
+        if self._touched is not None:
+            self._touched |= changes.providers
+
+    def _guarded(self, read):
+        """``read()``; when the database is lost, fall back to the api
+        source (with a warning) and read again through it."""
+        try:
+            return read()
+        except errors.PlacementUnavailable as exc:
+            if not isinstance(self.source, SqlChanges):
+                raise
+            LOG.warning("fleet view: placement's database at %s cannot be "
+                        "read (%s); falling back to placement's API for the "
+                        "rest of this process", self.source.sql.where, exc)
+            self.source = ApiChanges(self.client)
+            self.stats["fallbacks"] += 1
+            return read()
+
+    # ------------------------------------------------------------- re-read
+    def start_reread(self) -> bool:
+        """Start a background re-read unless one is running; True if
+        started."""
+        if not self._reread_lock.acquire(blocking=False):
+            return False
+        self._reread_at = time.monotonic()
+        thread = threading.Thread(target=self._reread_locked, daemon=True,
+                                  name="fleet-view-reread")
+        thread.start()
+        return True
+
+    def reread(self) -> None:
+        """A full re-read now, in the caller's thread (waits for a running
+        one first). After it the view equals placement as read."""
+        self._reread_lock.acquire()
+        self._reread_at = time.monotonic()
+        self._reread_locked(raise_errors=True)
+
+    def _reread_locked(self, raise_errors: bool = False) -> None:
+        started = time.monotonic()
+        try:
+            with self._lock:
+                self._touched = set()
+                source = self.source
+            changes = source.reread(self.index)
+            with self._lock:
+                self._apply_reread(changes)
+            self.stats["rereads"] += 1
+            self.stats["last_reread_s"] = time.monotonic() - started
+        except errors.SchedulerExtError as exc:
+            if raise_errors:
+                raise
+            LOG.warning("fleet view: background re-read failed: %s", exc)
+        finally:
+            with self._lock:
+                self._touched = None
+            self._reread_lock.release()
+
+    def _apply_reread(self, changes: Changes) -> None:
+        """Apply a re-read, except to providers written since it began."""
+        skip = self._touched or set()
+        for record in changes.records:
+            if record.provider.uuid not in skip:
+                self.index.refresh_provider(record)
+        for u in changes.removed:
+            if u not in skip:
+                self.index.remove_provider(u)
+        if changes.usages is not None:
+            self.index.replace_usages(changes.usages, keep=skip)
+
+    # --------------------------------------------------------- accounting
+    def memory(self) -> dict[str, float]:
+        """The index's bytes (``CapacityIndex.memory``) plus what change
+        tracking keeps (``tracking``)."""
+        out = dict(self.index.memory())
+        out["tracking"] = self.source.tracking_bytes() + 100 * len(self._touched or ())
+        return out

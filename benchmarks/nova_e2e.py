@@ -1,0 +1,315 @@
+"""End to end through nova's scheduler: nova's own SchedulerManager (stock)
+against scheduler-ext's, on the same fleet, in one run.
+
+For each size: a real placement (openstack-placement 16.0.0, gunicorn on
+127.0.0.1) on a private PostgreSQL, filled with ``bench_fleet(n)``; nova's
+cell database (sqlite) with a compute node and a nova-compute service for
+every compute host; another process writing allocations at ``--rate`` per
+second. Stock and ours then answer ``select_destinations`` alternately, for
+boots and for resizes with the same host allowed (the conductor's part of
+each resize is done first, untimed); every decision ends with its claim.
+Each decision is split into refresh (our fleet view) / engine (ours: the
+numpy engine; stock: placement's GET /allocation_candidates) / nova
+(host states, filters, weighers) / claim (the placement write) / other.
+Then the throughput of 1, 2 and 4 scheduler processes (boots).
+
+    .venv/bin/python benchmarks/nova_e2e.py --sizes 1000,10000 --out bench-out
+
+Writes ``e2e.json``, ``e2e.md`` (tables) and ``e2e.png`` (plot) in --out.
+Needs the test extra (nova, placement, gunicorn, psycopg2, matplotlib) and
+PostgreSQL's server binaries. Nothing here asserts a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import multiprocessing
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import uuid as uuidlib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import nova_cell  # noqa: E402
+
+from scheduler_ext.lab import e2e  # noqa: E402
+from scheduler_ext.lab import e2e_report  # noqa: E402
+from scheduler_ext.placement.http import HttpPlacement  # noqa: E402
+
+
+def instrument(timer: e2e.PhaseTimer) -> None:
+    """Phase timers on the functions each phase goes through."""
+    from nova.scheduler import host_manager, utils as sched_utils
+    from nova.scheduler.client import report
+    from scheduler_ext.nova.ranking import NovaRanking
+    from scheduler_ext.sources.engine import EngineCandidateSource
+    from scheduler_ext.sources.fleet_view import FleetView
+    timer.wrap(FleetView, "refresh", "refresh")
+    timer.wrap(FleetView, "changed", "refresh")
+    timer.wrap(EngineCandidateSource, "candidates", "engine")
+    timer.wrap(EngineCandidateSource, "move_candidates", "engine")
+    timer.wrap(report.SchedulerReportClient, "get_allocation_candidates", "engine")
+    timer.wrap(NovaRanking, "rank", "nova")
+    for name in ("get_host_states_by_uuids", "get_filtered_hosts", "get_weighed_hosts"):
+        timer.wrap(host_manager.HostManager, name, "nova")
+    timer.wrap(sched_utils, "claim_resources", "claim")
+    timer.wrap(HttpPlacement, "post_allocations", "claim")
+    timer.wrap(HttpPlacement, "get_consumer", "reads")
+
+
+def managers(db_url: str, which: tuple[str, ...], hosts) -> dict:
+    """nova's SchedulerManager and ours, built as their services build them
+    (ours reads the fleet here, not in the first request), with every host's
+    instance list reported (as nova-compute does)."""
+    from nova import context as nova_context
+    from nova.scheduler import manager as nova_manager
+    from scheduler_ext.nova import manager as ext_manager
+    from scheduler_ext.nova import service as ext_service
+    out = {}
+    for name in which:
+        if name == "stock":
+            mgr = nova_manager.SchedulerManager()
+        else:
+            ext_service.register_opts(nova_cell.CONF)
+            nova_cell.CONF.set_override("placement_database_connection", db_url,
+                                        "scheduler_ext")
+            nova_cell.CONF.set_override("reconcile_interval", 0, "scheduler_ext")
+            mgr = ext_manager.SchedulerManager()
+            mgr.ext.scheduler()
+        mgr.host_manager._instance_info = {
+            h: {"instances": {}, "updated": True} for h, _ in hosts}
+        out[name] = mgr
+    out["ctx"] = nova_context.get_admin_context()
+    return out
+
+
+def _chosen(out) -> str | None:
+    return None if isinstance(out, Exception) else out[0][0].compute_node_uuid
+
+
+def _limited(mgrs: dict, sched: str, limit: int):
+    """The manager for ``sched``; ``ours-limit`` is ours with
+    ``[scheduler_ext] nova_host_limit`` set for the call."""
+    if sched != "ours-limit":
+        return mgrs[sched].select_destinations
+    def call(*args, **kwargs):
+        nova_cell.CONF.set_override("nova_host_limit", limit, "scheduler_ext")
+        try:
+            return mgrs["ours"].select_destinations(*args, **kwargs)
+        finally:
+            nova_cell.CONF.clear_override("nova_host_limit", "scheduler_ext")
+    return call
+
+
+def latency(mgrs: dict, client: HttpPlacement, cell_db: str, hosts, decisions: int,
+            timer: e2e.PhaseTimer, seed: int, limit: int = 0) -> dict:
+    """Alternate stock, ours (and ours with nova_host_limit): boots, then
+    same-host-allowed resizes."""
+    rng = random.Random(seed)
+    ctx = mgrs["ctx"]
+    scheds = ("stock", "ours") + (("ours-limit",) if limit else ())
+    samples: dict = {f"{s}/{k}": [] for s in scheds for k in ("boot", "resize")}
+    outcomes: dict = {k: {"no_valid_host": 0, "same_host": 0} for k in samples}
+    for i in range(decisions):
+        for kind in ("boot", "resize"):
+            for sched in scheds:
+                inst = str(uuidlib.uuid4())
+                if kind == "resize":
+                    inst = None
+                    while inst is None:
+                        src = rng.choice(hosts)
+                        inst = nova_cell.start_resize(ctx, client, cell_db, src,
+                                                      "small", "medium")
+                spec = nova_cell.request_spec(ctx, inst, "medium" if kind == "resize"
+                                              else rng.choice(list(nova_cell.FLAVORS)))
+                select = _limited(mgrs, sched, limit)
+                phases, out = timer.decision(lambda: select(
+                    ctx, spec_obj=spec, instance_uuids=[inst], return_objects=True,
+                    return_alternates=True))
+                key = f"{sched}/{kind}"
+                samples[key].append(phases)
+                if isinstance(out, Exception):
+                    outcomes[key]["no_valid_host"] += 1
+                    outcomes[key].setdefault("errors", []).append(repr(out)[:300])
+                elif kind == "resize" and _chosen(out) == src[1]:
+                    outcomes[key]["same_host"] += 1
+                nova_cell.finish_resize(client, cell_db, inst)
+    return {"samples": samples, "outcomes": outcomes}
+
+
+def choice_differs(mgrs: dict, hosts, samples: int, limit: int, seed: int) -> dict:
+    """How often nova's pick over the engine's best ``limit`` hosts differs
+    from nova's pick over every candidate (max_placement_results), on the
+    same view, for boots of random flavors (nothing is claimed)."""
+    from nova.scheduler import request_filter
+    from scheduler_ext.nova import request as nova_request
+    from scheduler_ext.nova.ranking import NovaRanking
+    from scheduler_ext.sources.base import ranked
+    rng = random.Random(seed)
+    ctx, mgr = mgrs["ctx"], mgrs["ours"]
+    source = mgr.ext.scheduler().driver.source
+    differs, ranks = 0, []
+    for _ in range(samples):
+        spec = nova_cell.request_spec(ctx, str(uuidlib.uuid4()),
+                                      rng.choice(list(nova_cell.FLAVORS)))
+        request_filter.process_reqspec(ctx, spec)
+        query = nova_request.parse_query(
+            nova_request.placement_query(ctx, spec, mgr.host_manager))
+        source.refresh()
+        orders = []
+        for k in (query.limit, limit):
+            best = ranked(source.candidates(query, limit=k),
+                          NovaRanking(ctx, spec, mgr.host_manager, k))
+            orders.append([c.root for c in best])
+        full, small = orders
+        if full and small:
+            differs += full[0] != small[0]
+            ranks.append(full.index(small[0]) + 1 if small[0] in full else len(full) + 1)
+    return {"samples": samples, "limit": limit, "differs": differs, "ranks": ranks}
+
+
+def _throughput_worker(args: tuple) -> int:
+    workdir, url, db_url, sched, seconds, start_at, seed, limit = args
+    logging.basicConfig(level=logging.ERROR)
+    nova_cell.configure(workdir, url)
+    hosts = json.load(open(os.path.join(workdir, "hosts.json")))
+    mgrs = managers(db_url, (sched.split("-")[0],), hosts)
+    select = _limited(mgrs, sched, limit)
+    client = HttpPlacement.from_url(url, timeout=120)
+    rng = random.Random(seed)
+    time.sleep(max(0.0, start_at - time.time()))
+    done, made = 0, []
+    end = time.time() + seconds
+    while time.time() < end:
+        inst = str(uuidlib.uuid4())
+        spec = nova_cell.request_spec(mgrs["ctx"], inst, rng.choice(list(nova_cell.FLAVORS)))
+        try:
+            select(mgrs["ctx"], spec_obj=spec, instance_uuids=[inst],
+                   return_objects=True, return_alternates=True)
+            made.append(inst)
+        except Exception:
+            pass
+        done += 1
+    for inst in made:
+        client.delete_allocations(inst)
+    return done
+
+
+def throughput(workdir: str, url: str, db_url: str, workers: list[int],
+               seconds: float, startup: float, limit: int = 0) -> dict:
+    """Decisions per second with k scheduler processes: stock, ours, and
+    ours with nova_host_limit."""
+    out: dict = {}
+    ctx = multiprocessing.get_context("spawn")
+    for sched in ("stock", "ours") + (("ours-limit",) if limit else ()):
+        for k in workers:
+            start_at = time.time() + startup
+            with ctx.Pool(k) as pool:
+                counts = pool.map(_throughput_worker, [
+                    (workdir, url, db_url, sched, seconds, start_at, 100 + j, limit)
+                    for j in range(k)])
+            out[f"{sched}/{k}"] = sum(counts) / seconds
+            print(f"  throughput {sched} x{k}: {out[f'{sched}/{k}']:.2f} decisions/s",
+                  flush=True)
+    return out
+
+
+def nova_fleet(n: int, seed: int):
+    """``bench_fleet`` with what nova-compute reports on its compute node
+    providers: the OWNER_NOVA trait (nova 34 asks for it on the root)."""
+    from scheduler_ext.lab.synthetic import bench_fleet
+    from scheduler_ext.placement.model import SHARING_TRAIT
+    fleet = bench_fleet(n, seed)
+    fleet.trait_sets = [s if SHARING_TRAIT in s else s | {"OWNER_NOVA"}
+                        for s in fleet.trait_sets]
+    return fleet
+
+
+def run_size(n: int, args: argparse.Namespace) -> dict:
+    timer = e2e.PhaseTimer()
+    instrument(timer)
+    with e2e.loaded_placement(n, "postgresql", args.seed, wsgi_workers=args.wsgi_workers,
+                              fleet=nova_fleet(n, args.seed)) \
+            as (url, db_url, fleet), tempfile.TemporaryDirectory() as workdir:
+        api_db, cell_db = nova_cell.configure(workdir, url)
+        disabled = {r for r in range(len(fleet)) if "COMPUTE_STATUS_DISABLED"
+                    in fleet.trait_sets[fleet.trait_set_of[r]]}
+        hosts = nova_cell.create_databases(api_db, cell_db, fleet, disabled)
+        json.dump(hosts, open(os.path.join(workdir, "hosts.json"), "w"))
+        started = time.perf_counter()
+        mgrs = managers(db_url, ("stock", "ours"), hosts)
+        view = mgrs["ours"].ext.scheduler().driver.source.view
+        result: dict = {"providers": n, "compute_hosts": len(hosts),
+                        "start_s": time.perf_counter() - started,
+                        "full_read_s": view.full_read_s, "source": view.source.name}
+        client = HttpPlacement.from_url(url, timeout=600)
+        live = [h for h in hosts if int(h[0].split("-")[1]) not in disabled]
+        with e2e.other_writers(url, [h[1] for h in live], args.rate) as writes:
+            t0 = time.perf_counter()
+            result.update(latency(mgrs, client, cell_db, live, args.decisions, timer,
+                                  args.seed, args.host_limit))
+            if args.host_limit and args.compare:
+                result["host_limit_choice"] = choice_differs(
+                    mgrs, live, args.compare, args.host_limit, args.seed)
+            result["other_writes_per_s"] = writes.value / (time.perf_counter() - t0)
+            if args.workers:
+                result["throughput"] = throughput(
+                    workdir, url, db_url, args.workers, args.throughput_seconds,
+                    startup=max(10.0, 3 * result["full_read_s"] + 5), limit=args.host_limit)
+        result["view"] = dict(view.stats)
+        result["claims"] = dict(mgrs["ours"].ext.scheduler().driver.strategy.stats)
+        result["memory"] = view.memory()
+        return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000,10000")
+    parser.add_argument("--decisions", type=int, default=30,
+                        help="decisions per scheduler and kind (default %(default)s)")
+    parser.add_argument("--rate", type=float, default=10.0,
+                        help="other writers' allocation writes per second")
+    parser.add_argument("--workers", default="1,2,4",
+                        help="scheduler processes for the throughput figure ('' skips)")
+    parser.add_argument("--throughput-seconds", type=float, default=20.0)
+    parser.add_argument("--host-limit", type=int, default=20,
+                        help="also run ours with [scheduler_ext] nova_host_limit = this "
+                             "(0 skips)")
+    parser.add_argument("--compare", type=int, default=20,
+                        help="boots on which the limited and full nova runs are "
+                             "compared (default %(default)s)")
+    parser.add_argument("--wsgi-workers", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="bench-out")
+    args = parser.parse_args(argv)
+    args.workers = [int(k) for k in args.workers.split(",") if k]
+    logging.basicConfig(level=getattr(logging, os.environ.get("E2E_LOG", "WARNING")))
+    os.makedirs(args.out, exist_ok=True)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    if len(sizes) > 1:   # nova's database set-up is once per process
+        for n in sizes:
+            rest = [a for a in (argv if argv is not None else sys.argv[1:])
+                    if not a.startswith("--sizes")]
+            if args.sizes in rest:
+                rest.remove(args.sizes)
+            rest += ["--sizes", str(n)]
+            subprocess.run([sys.executable, os.path.abspath(__file__)] + rest, check=True)
+        return 0
+    print(f"size {sizes[0]}", flush=True)
+    results = e2e_report.load(args.out)
+    results = [r for r in results if r["providers"] != sizes[0]]
+    results.append(run_size(sizes[0], args))
+    results.sort(key=lambda r: r["providers"])
+    e2e_report.write(results, args.out)
+    print(e2e_report.table(results), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

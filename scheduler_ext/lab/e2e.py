@@ -1,0 +1,138 @@
+"""The nova-free half of the end-to-end benchmark (``benchmarks/nova_e2e.py``):
+a real placement on PostgreSQL holding a synthetic fleet, other writers
+changing allocations at a set rate, per-decision phase timers, and the
+report (table and plot).
+
+The nova half (nova's cell database, nova's ``SchedulerManager`` and ours)
+lives in ``benchmarks/`` because only ``scheduler_ext.nova`` may import
+nova inside the package.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import random
+import threading
+import time
+import uuid as uuidlib
+from typing import Any, Callable, Iterator
+
+from scheduler_ext import errors
+from scheduler_ext.lab.bench_refresh import loaded_placement
+from scheduler_ext.placement import AllocationWrite
+from scheduler_ext.placement.http import HttpPlacement
+
+#: the phases a decision is split into (see ``PhaseTimer``); "reads" are
+#: placement reads of consumers outside the claim
+PHASES = ("refresh", "engine", "nova", "claim", "reads", "other")
+
+
+class PhaseTimer:
+    """Wall time per phase of the current decision, summed over nested
+    calls of instrumented functions (the outermost phase wins)."""
+
+    def __init__(self) -> None:
+        self.current: dict[str, float] = {}
+        self._depth = threading.local()
+
+    def wrap(self, owner: Any, name: str, phase: str) -> None:
+        """Time ``owner.name`` (a class or module attribute) as ``phase``."""
+        original = getattr(owner, name)
+        timer = self
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            depth = getattr(timer._depth, "n", 0)
+            timer._depth.n = depth + 1
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                timer._depth.n = depth
+                if depth == 0:
+                    timer.current[phase] = timer.current.get(phase, 0.0) + \
+                        time.perf_counter() - started
+
+        setattr(owner, name, timed)
+
+    def decision(self, fn: Callable[[], Any]) -> tuple[dict[str, float], Any]:
+        """Run one decision; returns (seconds per phase incl. ``total`` and
+        ``other``, its result or the exception it raised)."""
+        self.current = {}
+        self._depth.n = 0
+        started = time.perf_counter()
+        try:
+            out: Any = fn()
+        except Exception as exc:   # NoValidHost counts as a decision too
+            out = exc
+        total = time.perf_counter() - started
+        phases = {p: self.current.get(p, 0.0) for p in PHASES[:-1]}
+        phases["other"] = max(0.0, total - sum(phases.values()))
+        phases["total"] = total
+        return phases, out
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def summarize(samples: list[dict[str, float]]) -> dict[str, dict[str, float]]:
+    """p50 and p99 in ms per phase (and total) over ``samples``."""
+    keys = list(PHASES) + ["total"]
+    return {k: {"p50": 1e3 * percentile([s.get(k, 0.0) for s in samples], 0.5),
+                "p99": 1e3 * percentile([s.get(k, 0.0) for s in samples], 0.99)}
+            for k in keys}
+
+
+# ------------------------------------------------------------ other writers
+def _writer(url: str, hosts: list[str], rate: float, stop: Any, seed: int,
+            counter: Any) -> None:
+    rng = random.Random(seed)
+    client = HttpPlacement.from_url(url, timeout=60)
+    mine: list[str] = []
+    period = 1.0 / rate
+    next_at = time.monotonic()
+    while not stop.is_set():
+        next_at += period
+        try:
+            if mine and (len(mine) > 50 or rng.random() < 0.5):
+                client.delete_allocations(mine.pop(rng.randrange(len(mine))))
+            else:
+                consumer = str(uuidlib.UUID(int=rng.getrandbits(128), version=4))
+                client.put_allocations(consumer, AllocationWrite(
+                    {rng.choice(hosts): {"VCPU": 1, "MEMORY_MB": 512}},
+                    "other-writer", "other-writer", None))
+                mine.append(consumer)
+            counter.value += 1
+        except errors.PlacementError:
+            pass
+        time.sleep(max(0.0, next_at - time.monotonic()))
+
+
+@contextlib.contextmanager
+def other_writers(url: str, hosts: list[str], rate: float,
+                  seed: int = 7) -> Iterator[Any]:
+    """A process writing ``rate`` allocations per second (new one-VCPU
+    consumers on random hosts, and deletes of its earlier ones) until the
+    block ends; yields the shared write counter."""
+    ctx = multiprocessing.get_context("spawn")
+    stop, counter = ctx.Event(), ctx.Value("i", 0)
+    proc = ctx.Process(target=_writer, args=(url, hosts, rate, stop, seed, counter),
+                       daemon=True)
+    if rate > 0:
+        proc.start()
+    try:
+        yield counter
+    finally:
+        stop.set()
+        if rate > 0:
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.terminate()
+
+
+__all__ = ["PHASES", "PhaseTimer", "loaded_placement", "other_writers",
+           "percentile", "summarize"]

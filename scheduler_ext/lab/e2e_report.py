@@ -1,0 +1,153 @@
+"""The end-to-end benchmark's report: ``e2e.json`` (every figure),
+``e2e.md`` (tables) and ``e2e.png`` (latency split and throughput)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from scheduler_ext.lab.e2e import PHASES, summarize
+
+KINDS = ("boot", "resize")
+
+
+def load(out: str) -> list[dict]:
+    path = os.path.join(out, "e2e.json")
+    return json.load(open(path)) if os.path.exists(path) else []
+
+
+def write(results: list[dict], out: str) -> None:
+    with open(os.path.join(out, "e2e.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    with open(os.path.join(out, "e2e.md"), "w") as f:
+        f.write(table(results) + "\n")
+    plot(results, os.path.join(out, "e2e.png"))
+
+
+def _stats(result: dict, key: str) -> dict:
+    return summarize(result["samples"][key])
+
+
+def table(results: list[dict]) -> str:
+    """Markdown: p50/p99 per decision with the split, and throughput."""
+    head = ("| hosts | scheduler | kind | total p50 | total p99 | "
+            + " | ".join(f"{p} p50" for p in PHASES) + " | no host | same host |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in results:
+        for kind in KINDS:
+            for sched in _scheds(r):
+                key = f"{sched}/{kind}"
+                st, oc = _stats(r, key), r["outcomes"][key]
+                lines.append(
+                    f"| {r['compute_hosts']:,} | {sched} | {kind} | "
+                    f"{st['total']['p50']:.1f} | {st['total']['p99']:.1f} | "
+                    + " | ".join(f"{st[p]['p50']:.1f}" for p in PHASES)
+                    + f" | {oc['no_valid_host']} | "
+                    + (f"{oc['same_host']}" if kind == "resize" else "-") + " |")
+    lines += ["", "ms per decision; the claim (one placement write) is the floor.", ""]
+    lines += _ratio_lines(results) + [""] + _limit_lines(results) + [""] \
+        + _throughput_lines(results)
+    return "\n".join(lines)
+
+
+def _scheds(result: dict) -> list[str]:
+    return [s for s in ("stock", "ours", "ours-limit") if f"{s}/boot" in result["samples"]]
+
+
+def _limit_lines(results: list[dict]) -> list[str]:
+    out = []
+    for r in results:
+        c = r.get("host_limit_choice")
+        if c:
+            line = (f"{r['compute_hosts']:,} hosts: with nova_host_limit = {c['limit']} "
+                    f"nova's pick differed from its full run on {c['differs']} of "
+                    f"{c['samples']} boots")
+            if c.get("ranks"):
+                ranks = sorted(c["ranks"])
+                line += (f"; the limited pick's place in nova's full order: median "
+                         f"{ranks[len(ranks) // 2]}, worst {ranks[-1]} (1 = nova's own pick)")
+            out.append(line)
+    return out
+
+
+def _ratio_lines(results: list[dict]) -> list[str]:
+    out = ["| hosts | kind | stock p50 / ours p50 | ours minus (nova + claim), p50 ms "
+           "| stock p50 / ours-limit p50 | ours-limit p50 / its claim p50 |",
+           "|---|---|---|---|---|---|"]
+    for r in results:
+        for kind in KINDS:
+            s, o = _stats(r, f"stock/{kind}"), _stats(r, f"ours/{kind}")
+            added = sorted(x["total"] - x["nova"] - x["claim"]
+                           for x in r["samples"][f"ours/{kind}"])
+            line = (f"| {r['compute_hosts']:,} | {kind} | "
+                    f"{s['total']['p50'] / max(o['total']['p50'], 1e-9):.1f} | "
+                    f"{1e3 * added[len(added) // 2]:.1f} |")
+            if f"ours-limit/{kind}" in r["samples"]:
+                lim = _stats(r, f"ours-limit/{kind}")
+                line += (f" {s['total']['p50'] / max(lim['total']['p50'], 1e-9):.1f} | "
+                         f"{lim['total']['p50'] / max(lim['claim']['p50'], 1e-9):.1f} |")
+            else:
+                line += " - | - |"
+            out.append(line)
+    return out
+
+
+def _throughput_lines(results: list[dict]) -> list[str]:
+    rows = [r for r in results if r.get("throughput")]
+    if not rows:
+        return []
+    ks = sorted({int(k.split("/")[1]) for r in rows for k in r["throughput"]})
+    out = ["| hosts | scheduler | " + " | ".join(f"{k} worker(s)" for k in ks) + " |",
+           "|---|---|" + "---|" * len(ks)]
+    for r in rows:
+        for sched in ("stock", "ours", "ours-limit"):
+            if not any(k.startswith(sched + "/") for k in r["throughput"]):
+                continue
+            out.append(f"| {r['compute_hosts']:,} | {sched} | " + " | ".join(
+                f"{r['throughput'].get(f'{sched}/{k}', float('nan')):.2f}" for k in ks) + " |")
+    out.append("\nboots per second, all workers together")
+    return out
+
+
+def plot(results: list[dict], path: str) -> None:
+    """Stacked p50 split per size, scheduler and kind; throughput lines."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 5))
+    labels, bottoms = [], []
+    colors = dict(zip(PHASES, ("#4c72b0", "#55a868", "#c44e52", "#8172b2", "#ccb974",
+                               "#aaaaaa")))
+    x = 0.0
+    for r in results:
+        for kind in KINDS:
+            for sched in _scheds(r):
+                st = _stats(r, f"{sched}/{kind}")
+                base = 0.0
+                for p in PHASES:
+                    ax.bar(x, st[p]["p50"], bottom=base, color=colors[p],
+                           label=p if x == 0 else None)
+                    base += st[p]["p50"]
+                ax.plot([x - 0.4, x + 0.4], [st["total"]["p99"]] * 2, color="black")
+                labels.append(f"{r['compute_hosts'] / 1000:g}k\n{sched}\n{kind}")
+                bottoms.append(x)
+                x += 1
+            x += 0.5
+    ax.set_xticks(bottoms, labels, fontsize=7)
+    ax.set_ylabel("ms per decision (bars: p50 split; line: p99 total)")
+    ax.set_title("select_destinations, stock nova vs scheduler-ext")
+    ax.legend()
+    for sched, style in (("stock", "o--"), ("ours", "s-"), ("ours-limit", "^-")):
+        for r in results:
+            tp = r.get("throughput") or {}
+            ks = sorted(int(k.split("/")[1]) for k in tp if k.startswith(sched + "/"))
+            if ks:
+                ax2.plot(ks, [tp[f"{sched}/{k}"] for k in ks], style,
+                         label=f"{sched}, {r['compute_hosts']:,} hosts")
+    ax2.set_xlabel("scheduler processes")
+    ax2.set_ylabel("boots per second")
+    ax2.set_title("throughput")
+    ax2.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

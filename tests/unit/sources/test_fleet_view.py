@@ -1,0 +1,255 @@
+"""FleetView: the request path costs what changed, decreases arrive from a
+background re-read that never blocks it, and the safe defaults (source
+choice, start checks and logs, fallback when the database goes away)."""
+
+import logging
+import threading
+import time
+import uuid
+
+import pytest
+
+from scheduler_ext import driver as se_driver
+from scheduler_ext import errors
+from scheduler_ext.engine.index import CapacityIndex
+from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement, Inventory
+from scheduler_ext.placement.model import FleetSnapshot, Provider, ProviderRecord
+from scheduler_ext.placement.query import CandidateRequest
+from scheduler_ext.sources import fleet_view
+from scheduler_ext.sources.changes import ApiChanges, Changes
+from scheduler_ext.sources.changes import live_uuids
+from scheduler_ext.sources.fleet_view import FleetView
+from tests.unit.helpers import small_host
+from tests.unit.sources.placement_tables import PlacementTables
+
+FULL = {"VCPU": 2, "MEMORY_MB": 8192, "DISK_GB": 1028}
+
+
+def consumer(n):
+    return str(uuid.UUID(int=50_000 + n))
+
+
+class CountingClient(EmbeddedPlacement):
+    """The embedded placement, counting per-provider reads; ``vanish``
+    names providers deleted right before their inventories are read (a
+    provider deleted between the list and its read)."""
+
+    def __init__(self):
+        super().__init__()
+        self.inventory_reads: list[str] = []
+        self.vanish: set[str] = set()
+
+    def get_inventories(self, rp_uuid):
+        if rp_uuid in self.vanish:
+            self.vanish.discard(rp_uuid)
+            for c in self.get_provider_allocations(rp_uuid):
+                self.delete_allocations(c)
+            self.delete_provider(rp_uuid)
+        self.inventory_reads.append(rp_uuid)
+        return super().get_inventories(rp_uuid)
+
+
+def _conf(**opts):
+    return se_driver.make_conf(**{"reread_interval": 0.0, **opts})
+
+
+def _hosts(n=5):
+    client = CountingClient()
+    return client, [small_host(client, f"host{i}") for i in range(n)]
+
+
+def _put(client, n, allocs):
+    client.put_allocations(consumer(n), AllocationWrite(allocs, "p", "u", None))
+
+
+def test_api_poll_rereads_only_providers_whose_generation_moved():
+    client, hosts = _hosts()
+    view = FleetView(client, _conf(), source=ApiChanges(client))
+    client.inventory_reads.clear()
+    _put(client, 1, {hosts[2]: {"VCPU": 1}})
+    view.refresh()
+    assert client.inventory_reads == [hosts[2]]
+    assert view.index.usage(hosts[2])["VCPU"] == 1
+    client.inventory_reads.clear()
+    view.refresh()
+    assert client.inventory_reads == []
+
+
+def test_api_refresh_skips_provider_deleted_between_list_and_read():
+    client, hosts = _hosts()
+    view = FleetView(client, _conf(), source=ApiChanges(client))
+    _put(client, 1, {hosts[1]: {"VCPU": 1}})
+    _put(client, 2, {hosts[3]: {"VCPU": 2}})
+    client.vanish.add(hosts[1])
+    view.refresh()
+    assert hosts[1] not in live_uuids(view.index)
+    assert view.index.usage(hosts[3])["VCPU"] == 2
+
+
+def test_api_full_read_skips_provider_deleted_between_list_and_read():
+    client, hosts = _hosts()
+    client.vanish.add(hosts[0])
+    view = FleetView(client, _conf(), source=ApiChanges(client))
+    assert sorted(live_uuids(view.index)) == sorted(hosts[1:])
+
+
+def _record(rc):
+    u = str(uuid.UUID(int=7))
+    return ProviderRecord(Provider(u, "cn", 1, u),
+                          {"VCPU": Inventory(8), rc: Inventory(4)},
+                          {"VCPU": 1, rc: 1}, frozenset(), frozenset())
+
+
+def test_index_builds_with_a_standard_class_unknown_to_os_resource_classes():
+    index = CapacityIndex.from_snapshot(FleetSnapshot((_record("FUTURE_STANDARD_RC"),)))
+    assert index.usage(str(uuid.UUID(int=7))) == {"VCPU": 1, "FUTURE_STANDARD_RC": 1}
+    assert len(index.fit(CandidateRequest({"VCPU": 7}))) == 1
+    index = CapacityIndex.from_snapshot(FleetSnapshot(()))
+    index.refresh_provider(_record("ANOTHER_NEW_STANDARD_RC"))
+    assert len(index.fit(CandidateRequest({"VCPU": 2}))) == 1
+
+
+class StaticSource:
+    """A change source returning what it is given (for the view's rules)."""
+
+    name = "static"
+
+    def __init__(self, snapshot, reread=None):
+        self.snapshot = snapshot
+        self.reread_changes = reread or Changes(usages=[])
+        self.reading = threading.Event()
+        self.release = threading.Event()
+        self.release.set()
+        self.reads: dict[str, ProviderRecord] = {}
+
+    def full_read(self):
+        return self.snapshot
+
+    def poll(self, index):
+        return Changes()
+
+    def read(self, uuids):
+        return Changes([self.reads[u] for u in uuids])
+
+    def reread(self, index):
+        self.reading.set()
+        assert self.release.wait(10)
+        return self.reread_changes
+
+    def tracking_bytes(self):
+        return 0
+
+
+def test_fleet_view_with_a_new_standard_class_from_its_source():
+    view = FleetView(None, _conf(), source=StaticSource(
+        FleetSnapshot((_record("FUTURE_STANDARD_RC"),))))
+    assert len(view.index) == 1
+
+
+def test_background_reread_never_blocks_a_refresh():
+    rec = _record("VCPU")
+    source = StaticSource(FleetSnapshot((rec,)),
+                          Changes(usages=[(rec.provider.uuid, "VCPU", 0)]))
+    source.release.clear()
+    view = FleetView(None, _conf(reread_interval=0.01), source=source)
+    time.sleep(0.02)
+    view.refresh()                       # starts the re-read, returns
+    assert source.reading.wait(5)
+    started = time.monotonic()
+    view.refresh()                       # while the re-read is stuck reading
+    assert time.monotonic() - started < 1.0
+    assert view.index.usage(rec.provider.uuid)["VCPU"] == 1
+    source.release.set()
+    view.reread()                        # waits for the running one
+    assert view.index.usage(rec.provider.uuid)["VCPU"] == 0
+
+
+def test_reread_in_flight_does_not_undo_a_newer_read():
+    rec = _record("VCPU")
+    u = rec.provider.uuid
+    source = StaticSource(FleetSnapshot((rec,)), Changes(usages=[(u, "VCPU", 0)]))
+    source.release.clear()
+    view = FleetView(None, _conf(reread_interval=0.01), source=source)
+    time.sleep(0.02)
+    view.refresh()
+    assert source.reading.wait(5)
+    source.reads[u] = ProviderRecord(
+        Provider(u, "cn", 2, u), rec.inventories, {"VCPU": 5}, frozenset(), frozenset())
+    view.changed([u])
+    source.release.set()
+    for _ in range(100):
+        if view.stats["rereads"]:
+            break
+        time.sleep(0.05)
+    assert view.stats["rereads"] == 1
+    assert view.index.usage(u)["VCPU"] == 5
+
+
+def test_auto_source_reads_the_database_when_its_url_is_set(tmp_path, caplog):
+    tables = PlacementTables(str(tmp_path / "p.sqlite"))
+    host = tables.add_provider(1)
+    tables.put(consumer(1), {host: {"VCPU": 3}})
+    caplog.set_level(logging.INFO, logger="scheduler_ext")
+    view = FleetView(EmbeddedPlacement(), _conf(placement_database_connection=tables.url))
+    assert view.source.name == "sql"
+    assert view.index.usage(host)["VCPU"] == 3
+    started = [r.getMessage() for r in caplog.records if "full read" in r.getMessage()]
+    assert len(started) == 1 and "source sql" in started[0] and "1 providers" in started[0]
+
+
+def test_api_source_without_database_url():
+    client, _ = _hosts(1)
+    conf = se_driver.make_conf()
+    assert fleet_view.choose_source(client, conf).name == "change-feed"
+    assert conf.scheduler_ext.snapshot_source == "auto"
+
+
+def test_unreachable_database_at_start_names_the_option_and_the_host():
+    url = "postgresql+psycopg2://placement@127.0.0.1:1/placement"
+    with pytest.raises(errors.ConfigError) as err:
+        FleetView(EmbeddedPlacement(), _conf(placement_database_connection=url))
+    assert err.value.option == "placement_database_connection"
+    assert "placement_database_connection" in str(err.value)
+    assert "127.0.0.1:1" in str(err.value)
+    assert "placement@" not in str(err.value)
+
+
+def test_database_lost_later_falls_back_to_the_api_with_a_warning(tmp_path, caplog):
+    path = tmp_path / "p.sqlite"
+    tables = PlacementTables(str(path))
+    client, hosts = _hosts(2)
+    for h in hosts:             # the same fleet in both, as in a deployment
+        tables.add_provider(int(uuid.UUID(h)))
+    view = FleetView(client, _conf(placement_database_connection=tables.url))
+    assert view.source.name == "sql"
+    path.write_bytes(b"this is no longer a database" * 100)
+    _put(client, 1, {hosts[1]: {"VCPU": 2}})
+    caplog.set_level(logging.WARNING)
+    view.refresh()
+    assert view.source.name == "api"
+    assert view.stats["fallbacks"] == 1
+    assert view.index.usage(hosts[1])["VCPU"] == 2
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("falling back to placement's API" in m for m in warned)
+
+
+def test_slow_api_full_read_warns_once(monkeypatch, caplog):
+    monkeypatch.setattr(fleet_view, "SLOW_API_READ", -1.0)
+    monkeypatch.setattr(FleetView, "warned_slow_api", False)
+    caplog.set_level(logging.WARNING)
+    client, _ = _hosts(2)
+    FleetView(client, _conf(), source=ApiChanges(client))
+    FleetView(client, _conf(), source=ApiChanges(client))
+    loud = [r for r in caplog.records if "placement_database_connection" in r.getMessage()]
+    assert len(loud) == 1 and loud[0].levelno == logging.WARNING
+
+
+def test_full_host_frees_after_reread_with_api_source():
+    client, hosts = _hosts(1)
+    _put(client, 1, {hosts[0]: FULL})
+    view = FleetView(client, _conf(), source=ApiChanges(client))
+    client.delete_allocations(consumer(1))      # no generation moves
+    view.refresh()
+    assert not len(view.index.fit(CandidateRequest(FULL)))   # conservative
+    view.reread()
+    assert len(view.index.fit(CandidateRequest(FULL))) == 1

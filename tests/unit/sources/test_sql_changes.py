@@ -1,0 +1,133 @@
+"""The sql change source over placement's own schema (sqlite): the poll
+costs the rows written since the last poll, sees every increase, and the
+re-read brings decreases and provider changes."""
+
+import uuid
+
+import pytest
+
+from scheduler_ext.engine.index import CapacityIndex
+from scheduler_ext.placement.sql_snapshot import SqlSnapshot
+from scheduler_ext.sources.changes import live_uuids
+from scheduler_ext.sources.sql_changes import SqlChanges
+from tests.unit.sources.placement_tables import PlacementTables
+
+
+def consumer(n):
+    return str(uuid.UUID(int=10_000 + n))
+
+
+@pytest.fixture
+def db(tmp_path):
+    tables = PlacementTables(str(tmp_path / "placement.sqlite"))
+    hosts = [tables.add_provider(i + 1) for i in range(20)]
+    for i, h in enumerate(hosts):
+        tables.put(consumer(i), {h: {"VCPU": 1}})
+    return tables, hosts
+
+
+def _view(tables, tail_rows=512):
+    source = SqlChanges(SqlSnapshot(tables.url), tail_rows=tail_rows)
+    return source, CapacityIndex.from_snapshot(source.full_read())
+
+
+def _apply(index, changes):
+    for r in changes.records:
+        index.refresh_provider(r)
+    for u in changes.removed:
+        index.remove_provider(u)
+    if changes.usages is not None:
+        index.replace_usages(changes.usages)
+
+
+def test_poll_reads_only_rows_written_since_the_last_poll(db):
+    tables, hosts = db
+    source, index = _view(tables, tail_rows=4)
+    source.poll(index)
+    before = source.rows_read
+    tables.put(consumer(100), {hosts[3]: {"VCPU": 5}})
+    changes = source.poll(index)
+    # the tail (4 ids) plus the one new row, not the 20 providers' rows
+    assert source.rows_read - before <= 5
+    assert [r.provider.uuid for r in changes.records] == [hosts[3]]
+    _apply(index, changes)
+    assert index.usage(hosts[3])["VCPU"] == 6
+
+
+def test_poll_with_nothing_written_reports_nothing(db):
+    tables, _ = db
+    source, index = _view(tables)
+    assert source.poll(index).providers == set()
+
+
+def test_poll_sees_a_consumer_moving_to_another_provider(db):
+    tables, hosts = db
+    source, index = _view(tables)
+    tables.put(consumer(0), {hosts[5]: {"VCPU": 3}})   # was 1 VCPU on hosts[0]
+    _apply(index, source.poll(index))
+    assert index.usage(hosts[5])["VCPU"] == 4
+    # the source's row was in the tail: its decrease is seen early too
+    assert index.usage(hosts[0])["VCPU"] == 0
+
+
+def test_poll_sees_sqlite_reusing_the_newest_ids(db):
+    tables, hosts = db
+    source, index = _view(tables)
+    newest = source.high
+    tables.delete(consumer(19))                          # frees id `newest`
+    tables.put(consumer(200), {hosts[7]: {"VCPU": 4}})   # sqlite reuses it
+    assert source.sql.max_allocation_id() == newest
+    _apply(index, source.poll(index))
+    assert index.usage(hosts[7])["VCPU"] == 5
+
+
+def test_poll_sees_a_row_committed_late_below_the_newest_id(db):
+    tables, hosts = db
+    source, index = _view(tables)
+    tables.put(consumer(300), {hosts[1]: {"VCPU": 1}})
+    source.poll(index)
+    late = source.high - 5
+    tables.delete(consumer(15))            # frees id `late`: a hole below the newest
+    _apply(index, source.poll(index))
+    tables.put(consumer(301), {hosts[2]: {"VCPU": 6}}, alloc_id=late)
+    _apply(index, source.poll(index))
+    assert index.usage(hosts[2])["VCPU"] == 7
+
+
+def test_decrease_below_the_tail_waits_for_the_reread(db):
+    tables, hosts = db
+    source, index = _view(tables, tail_rows=2)
+    tables.delete(consumer(0))                # oldest row, far below the tail
+    _apply(index, source.poll(index))
+    assert index.usage(hosts[0])["VCPU"] == 1          # conservative
+    _apply(index, source.reread(index))
+    assert index.usage(hosts[0]).get("VCPU", 0) == 0
+
+
+def test_reread_brings_inventory_changes_new_and_deleted_providers(db):
+    tables, hosts = db
+    source, index = _view(tables)
+    tables.set_vcpu(hosts[4], 2)
+    tables.delete(consumer(9))
+    tables.delete_provider(hosts[9])
+    new = tables.add_provider(99)
+    # the poll sees the vanished allocation row, not the inventory or the
+    # new provider (no allocation row was written for them)
+    assert source.poll(index).providers == {hosts[9]}
+    _apply(index, source.reread(index))
+    fresh = CapacityIndex.from_snapshot(SqlSnapshot(tables.url).snapshot())
+    assert sorted(live_uuids(index)) == sorted(live_uuids(fresh))
+    assert new in live_uuids(index) and hosts[9] not in live_uuids(index)
+    for u in live_uuids(fresh):
+        assert index.usage(u) == fresh.usage(u)
+        assert index.generation(u) == fresh.generation(u)
+
+
+def test_provider_deleted_before_its_read_is_reported_removed(db):
+    tables, hosts = db
+    source, index = _view(tables)
+    tables.delete(consumer(6))
+    tables.delete_provider(hosts[6])
+    changes = source.read([hosts[6], hosts[7]])
+    assert changes.removed == [hosts[6]]
+    assert [r.provider.uuid for r in changes.records] == [hosts[7]]
