@@ -14,6 +14,10 @@ The file is YAML (or JSON, which YAML reads too)::
           VCPU: {total: 16, allocation_ratio: 4.0}   # min_unit, max_unit,
           MEMORY_MB: {total: 65536, reserved: 512}   # step_size,
         sharing: ceph             # allocation_ratio); DISK_GB from ceph
+    storage_reports:              # optional: `scheduler-ext storage discover`
+      - reports/cn-0.json         # output of hosts named above (paths relative
+      - reports/cn-1.json         # to this file): one sharing provider per
+                                  # storage domain, DISK_GB from it
     servers:                      # optional: servers present at the start
       - {name: web1, flavor: small, host: cn-0}
     events:                       # replayed in order
@@ -26,13 +30,19 @@ The file is YAML (or JSON, which YAML reads too)::
 migrate, confirm, revert, fail (a failure on the destination: nova
 reverts and reschedules to an alternate), delete and reconcile (no
 ``server``). A host without DISK_GB inventory takes DISK_GB from its
-``sharing`` provider. ``load`` checks the file against ``SCHEMA`` and the
-names it uses; a problem is reported with its line number.
+``sharing`` provider. With ``storage_reports`` the storage layout comes
+from the hosts' own reports instead: the hosts they name (which must not
+also name a ``sharing`` provider) get one sharing provider per storage
+domain, built as ``scheduler-ext storage sync`` builds it, and take DISK_GB
+from it when they have no DISK_GB inventory. ``load`` checks the file
+against ``SCHEMA``, the names it uses and the reports; a problem is
+reported with its line number.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 import jsonschema
@@ -40,6 +50,10 @@ import yaml
 
 from scheduler_ext import errors
 from scheduler_ext.placement import validation
+from scheduler_ext.storage import report as storage_report
+from scheduler_ext.storage import topology
+from scheduler_ext.storage.errors import ReportError
+from scheduler_ext.storage.report import HostReport
 
 OPS_WITH_FLAVOR = ("boot", "resize")
 OPS = OPS_WITH_FLAVOR + ("migrate", "confirm", "revert", "fail", "delete",
@@ -72,6 +86,7 @@ SCHEMA: dict[str, Any] = {
                            "inventory": {"type": "object", "minProperties": 1,
                                          "additionalProperties": _INVENTORY},
                            "sharing": _NAME}}},
+        "storage_reports": {"type": "array", "minItems": 1, "items": _NAME},
         "servers": {"type": "array", "items": {
             "type": "object", "additionalProperties": False,
             "required": ["name", "flavor", "host"],
@@ -105,6 +120,7 @@ class Scenario:
     hosts: list[dict[str, Any]]
     servers: list[dict[str, Any]]
     events: list[dict[str, Any]]
+    reports: list[HostReport] = dataclasses.field(default_factory=list)
 
 
 def _line(root: yaml.Node | None, path: list[Any]) -> int:
@@ -145,10 +161,12 @@ def load(text: str, name: str) -> Scenario:
         raise ScenarioError(f"{name}: line {_line(root, list(err.absolute_path))}: "
                             f"{where}: {err.message}")
     try:
-        return _checked(data)
+        scenario = _checked(data)
+        reports = _reports(data, os.path.dirname(name))
     except _NameProblem as exc:
         raise ScenarioError(f"{name}: line {_line(root, exc.path)}: "
                             f"{'/'.join(map(str, exc.path))}: {exc}") from None
+    return dataclasses.replace(scenario, reports=reports)
 
 
 class _NameProblem(Exception):
@@ -202,6 +220,41 @@ def _checked(data: dict[str, Any]) -> Scenario:
                                "booted before this event")
     return Scenario(data["flavors"], data.get("sharing", []), hosts,
                     data.get("servers", []), data["events"])
+
+
+def _reports(data: dict[str, Any], directory: str) -> list[HostReport]:
+    """The host reports ``storage_reports`` names (paths relative to the
+    scenario file), each of a host the scenario defines without a
+    ``sharing`` provider of its own."""
+    hosts = {h["name"]: h for h in data["hosts"]}
+    for h in data["hosts"]:
+        for k in range(h.get("count", 0)):
+            hosts[f"{h['name']}-{k}"] = h
+    out = []
+    for i, rel in enumerate(data.get("storage_reports", [])):
+        path = os.path.join(directory, rel)
+        try:
+            with open(path, encoding="utf-8") as f:
+                rep = storage_report.loads(f.read(), origin=path)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise _NameProblem(["storage_reports", i], f"cannot read {path}: {exc}") from None
+        except ReportError as exc:
+            raise _NameProblem(["storage_reports", i], str(exc)) from None
+        if rep.host not in hosts:
+            raise _NameProblem(["storage_reports", i],
+                               f"{path} reports host {rep.host!r}, which the "
+                               "scenario does not define")
+        if "sharing" in hosts[rep.host]:
+            raise _NameProblem(["storage_reports", i],
+                               f"host {rep.host!r} names a sharing provider and "
+                               "has a storage report: give one or the other")
+        out.append(rep)
+    if out:
+        try:
+            topology.build(out)
+        except ReportError as exc:
+            raise _NameProblem(["storage_reports"], str(exc)) from None
+    return out
 
 
 def _known(data: dict[str, Any], path: list[Any], item: dict[str, Any],

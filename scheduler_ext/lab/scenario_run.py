@@ -7,12 +7,17 @@ import random
 import uuid as uuidlib
 from typing import Callable
 
+from oslo_log import log as logging
+
 from scheduler_ext import errors
 from scheduler_ext.lab import fleet
 from scheduler_ext.lab.scenario_file import Scenario
 from scheduler_ext.lab.simulation import FULL_CHECK_EVERY, Run
 from scheduler_ext.lab.tally import Tally
 from scheduler_ext.placement import SHARING_TRAIT, Inventory
+from scheduler_ext.storage import fleet as storage_fleet
+
+LOG = logging.getLogger(__name__)
 
 
 def _uuid(rng: random.Random) -> str:
@@ -45,8 +50,24 @@ class ScenarioRun(Run):
             if "sharing" in h and "DISK_GB" not in invs:
                 self.disk[rp] = self.providers[h["sharing"]]
         self.servers: dict[str, str] = {}       # name -> uuid
+        if scenario.reports:
+            self._storage_from_reports()
         for s in scenario.servers:
             self._place(s)
+
+    def _storage_from_reports(self) -> None:
+        """One sharing provider per storage domain of the hosts' reports,
+        as ``scheduler-ext storage sync`` builds it; hosts without DISK_GB
+        inventory take their disk from it."""
+        built = storage_fleet.storage(self.client, self.scenario.reports)
+        for warning in built.warnings:
+            LOG.warning("storage reports: %s", warning)
+        for sharing, members in built.members.items():
+            for host in members:
+                rp = self.providers[host]
+                _, invs = self.client.get_inventories(rp)
+                if "DISK_GB" not in invs:
+                    self.disk[rp] = sharing
 
     def _place(self, s: dict) -> None:
         flavor = self.scenario.flavors[s["flavor"]]

@@ -22,6 +22,7 @@ class StorageFleet:
     hosts: Mapping[str, str]
     sharing: Mapping[str, str]
     aggregates: Mapping[str, str]        # sharing provider uuid -> aggregate
+    members: Mapping[str, tuple[str, ...]]  # sharing provider uuid -> host names
     writes: int
     warnings: tuple[str, ...]
 
@@ -56,4 +57,5 @@ def storage(client: PlacementClient, reports: Iterable[HostReport], *,
         hosts={r.host: known[r.host] for r in reports},
         sharing={s.domain: s.uuid for s in topo.providers},
         aggregates={s.uuid: s.aggregate for s in topo.providers},
+        members={s.uuid: s.members for s in topo.providers},
         writes=writes, warnings=tuple(the_plan.warnings))
