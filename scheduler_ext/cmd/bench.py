@@ -123,7 +123,7 @@ def run_scale_out(args: argparse.Namespace) -> int:
         r = scaleout.run_once(n, ops=args.scale_out_ops, seed=args.seed)
         results.append(r)
         base = base or r["decisions_per_s"]
-        bad += len(r["problems"])
+        bad += len(r["problems"]) + len(r["overcommit"])
         if args.format == "table":
             print(f"schedulers={n}  decisions={r['decisions']} in {r['wall_s']:.1f}s "
                   f"= {r['decisions_per_s']:.1f}/s (x{r['decisions_per_s'] / base:.2f} "
