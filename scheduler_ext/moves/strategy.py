@@ -134,8 +134,10 @@ class SameHostMoveStrategy:
             raise errors.NoValidHost(
                 f"instance {instance}: no host fits {dict(request.resources)}"
                 + consumers.move_text(request))
-        failures = []
-        for cand in choices[:self.max_claim_attempts]:
+        failures: list[str] = []
+        queue = list(choices)
+        while queue and len(failures) < self.max_claim_attempts:
+            cand = queue[0]
             writes = self._writes(request, instance, held, old, cand)
             self.stats["claims"] += 1
             try:
@@ -145,7 +147,12 @@ class SameHostMoveStrategy:
                 failures.append(f"{cand.root}: {exc.detail}")
                 source.changed(cand.allocations)
                 if isinstance(exc, errors.ConcurrentUpdate):
-                    held = consumers.read(self.client, request, instance)
+                    # a consumer was written in between: retry the same
+                    # host only if what we computed from is unchanged
+                    held = consumers.reread_unchanged(
+                        self.client, request, instance, held)
+                else:
+                    queue.pop(0)
                 continue
             source.changed(list(cand.allocations) + list(old))
             self.stats["claimed"] += 1
