@@ -51,12 +51,21 @@ class SchedulerExtMixin(PasteConfigMixin):
     harness points at its placement fixture), nothing else is set."""
 
     scheduler_manager = MANAGER
+    #: False in our own scenario tests that look at the states between a
+    #: move's end and its reconcile (they call ``reconcile`` themselves)
+    reconcile_loop = True
 
     def start_service(self, name, host=None, cell_name=None, **kwargs):
         if name == "scheduler" and self.scheduler_manager:
             kwargs.setdefault("manager", self.scheduler_manager)
-        return super().start_service(name, host=host, cell_name=cell_name,
-                                     **kwargs)
+        svc = super().start_service(name, host=host, cell_name=cell_name,
+                                    **kwargs)
+        if name == "scheduler" and self.scheduler_manager and \
+                not self.reconcile_loop:
+            manager = svc.manager
+            owner = manager if hasattr(manager, "ext") else manager.driver
+            owner.ext.stop_reconcile()
+        return svc
 
     def reconcile(self):
         """One reconcile run now (what the service's loop runs); the
@@ -65,12 +74,11 @@ class SchedulerExtMixin(PasteConfigMixin):
         owner = manager if hasattr(manager, "reconcile_moves") else manager.driver
         return owner.reconcile_moves(nova_context.get_admin_context())
 
-    def stop_reconcile_loop(self):
-        """For scenario tests that look at the states between a move's end
-        and its reconcile: the loop is stopped, ``reconcile`` runs it."""
-        manager = self.scheduler_service.manager
-        owner = manager if hasattr(manager, "ext") else manager.driver
-        owner.ext.stop_reconcile()
+    def assertReconciled(self, outcomes, *instances):
+        """Every instance named was worked on and fully reconciled."""
+        for uuid in instances:
+            self.assertEqual("done", outcomes.get(uuid), outcomes)
+        self.assertNotIn("retry", set(outcomes.values()), outcomes)
 
     def boot_on(self, flavor_id, host):
         """Boot a server on ``host`` (other hosts may be in use)."""
