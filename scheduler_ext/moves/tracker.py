@@ -57,6 +57,9 @@ class ReconcileTracker:
         self.clock = clock
         self.watermark: datetime.datetime | None = None
         self.pending: dict[str, Pending] = {}
+        #: instances reconciled, with the change they were reconciled for
+        #: (a poll's overlap returns them again: not worked on twice)
+        self.done: dict[str, datetime.datetime] = {}
         self._woken: dict[str, Hashable] = {}
         self._lock = threading.Lock()
         self.woken_event = threading.Event()
@@ -86,6 +89,8 @@ class ReconcileTracker:
         out: dict[str, Hashable] = {}
         for uuid, (where, when) in changed.items():
             p = self.pending.get(uuid)
+            if p is None and uuid in self.done and when <= self.done[uuid]:
+                continue
             if p is None:
                 self.pending[uuid] = Pending(where, when)
                 out[uuid] = where
@@ -108,7 +113,8 @@ class ReconcileTracker:
         now = self.clock()
         for uuid, outcome in outcomes.items():
             if outcome == DONE:
-                self.pending.pop(uuid, None)
+                p = self.pending.pop(uuid, None)
+                self.done[uuid] = p.changed_at if p else changed_at(uuid)
                 continue
             p = self.pending.setdefault(uuid, Pending(where.get(uuid),
                                                       changed_at(uuid)))
@@ -118,6 +124,8 @@ class ReconcileTracker:
         oldest = min((p.changed_at for p in self.pending.values()),
                      default=started)
         self.watermark = min(started, oldest)
+        horizon = self.watermark - OVERLAP
+        self.done = {u: w for u, w in self.done.items() if w >= horizon}
 
     def retrying(self) -> Iterable[tuple[str, Pending]]:
         """(instance, its Pending) of every instance awaiting a retry."""
