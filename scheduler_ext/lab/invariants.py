@@ -92,3 +92,19 @@ def check_servers(client: PlacementClient, servers: Iterable[InstanceState],
                     problems.append(f"server {s.uuid}: {who} holds {rc}={h}, "
                                     f"expected {n}")
     return problems
+
+
+def check_one_provider_per_class(client: PlacementClient,
+                                 consumers: Iterable[str]) -> list[str]:
+    """Per provider: no consumer holds one class on two providers (a
+    server's disk is in one place, so a DISK_GB split over two sharing
+    providers counts it twice, once on a provider that does not hold it)."""
+    problems = []
+    for consumer in consumers:
+        held = client.get_consumer(consumer).allocations
+        for rc in allocations.classes(held):
+            where = sorted(rp for rp, res in held.items() if res.get(rc))
+            if len(where) > 1:
+                problems.append(f"consumer {consumer} holds {rc} on "
+                                f"{len(where)} providers: {where}")
+    return problems

@@ -181,7 +181,8 @@ class ReportClientAdapterTests(unittest.TestCase):
             def put(self, url, data, version=None, global_request_id=None):
                 calls.append(("PUT", url, data, version, global_request_id))
 
-        ctxt = nova_context.RequestContext("u", "p", overwrite=True,
+        ctxt = nova_context.RequestContext("u", "p", is_admin=True,
+                                           overwrite=True,
                                            global_request_id="req-" + "a" * 36)
         adapter = placement_client.ReportClientAdapter(Report())
         adapter.request("/x", "GET", microversion="1.36", raise_exc=False)

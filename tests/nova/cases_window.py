@@ -109,7 +109,7 @@ class OverHoldWindow(SchedulerExtMixin,
                 server["id"], {"resize": {"flavorRef": self.other}})
             self._wait_for_action_fail_completion(
                 server, instance_actions.RESIZE, "compute_prep_resize")
-            server = self._wait_for_state_change(server, "ACTIVE")
+            server = self._wait_for_state_change(server, "ERROR")
             mig = self.get_migration_uuid_for_instance(server["id"])
             self._wait_exact(server["id"], self.small, mig, "failure")
             self._delete_and_check_allocations(server)
