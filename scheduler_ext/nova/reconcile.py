@@ -13,7 +13,7 @@ as the CLI's.
 from __future__ import annotations
 
 import datetime
-from typing import Hashable, Mapping
+from typing import Hashable
 
 from oslo_log import log as logging
 from oslo_utils import timeutils

@@ -112,25 +112,36 @@ class PlacementCandidateSource:
             return self._after_real_release(query, limit, source,
                                             self._released_now)
         cands, summaries = self._ask(query)
-        weighed = self._weighed(cands, summaries)
-        others = [c for c in weighed if c.root != source][:limit]
-        answer = next((c for c in weighed if c.root == source), None)
         if not released:
-            return MoveCandidates(answer, others, answer)
+            weighed = self._weighed(cands, summaries)
+            answer = next((c for c in weighed if c.root == source), None)
+            return MoveCandidates(answer, [c for c in weighed
+                                           if c.root != source][:limit], answer)
         try:
-            same, held = self._on_source(query, source, released)
+            same, held, view = self._on_source(query, source, released)
         except errors.Unsupported as exc:
             raise RealReleaseNeeded(
                 f"source {source}: {exc}; the old allocations must be "
                 "released in placement to ask it") from exc
-        return MoveCandidates(same, others, held)
+        # every host weighed against one view: the source's providers as
+        # they are with the old allocations released (as the engine does)
+        pool = [c for c in cands if c.root != source]
+        pool += [Candidate(source, same)] if same is not None else []
+        weighed = self._weighed(pool, {**summaries, **view})
+        same_c = next((c for c in weighed if c.root == source), None)
+        held_c = None if held is None else Candidate(
+            source, held, same_c.weight if same_c is not None else 0.0)
+        return MoveCandidates(same_c, [c for c in weighed
+                                       if c.root != source][:limit], held_c)
 
     def _on_source(self, query: CandidateRequest, source: str,
                    released: Allocations
-                   ) -> tuple[Candidate | None, Candidate | None]:
-        """(the source with ``released`` freed, the source with it held),
-        each on the providers the old allocations use, from the engine on
-        the source's own providers read now."""
+                   ) -> tuple[dict | None, dict | None, dict]:
+        """(the source's allocation with ``released`` freed, the same with
+        it held, each on the providers the old allocations use, or None
+        when it does not fit; provider summaries of the source's providers
+        with ``released`` freed), from the engine on the source's own
+        providers read now."""
         # the source and the providers of the old allocations (a class the
         # server does not hold yet must come from the source itself)
         rps = list(dict.fromkeys([source] + list(released)))
@@ -143,7 +154,8 @@ class PlacementCandidateSource:
         index = CapacityIndex.from_snapshot(
             FleetSnapshot(tuple(records)),
             single_precision_ratio=self.single_precision)
-        out: list[Candidate | None] = []
+        out: list[dict | None] = []
+        view: dict = {}
         for freed in (released, None):
             fit = index.fit(query, freed)
             rows = fit.rows.tolist()
@@ -154,11 +166,11 @@ class PlacementCandidateSource:
             i = rows.index(row)
             pick = allocations.from_request(fit.allocation_request(i))
             base = {rc: rp for rp, res in pick.items() for rc in res}
-            allocs = pinned(index, query, source, base, released, freed)
-            weight = float(self.weigher.weigh(fit.free, len(fit))[i])
-            out.append(None if allocs is None else
-                       Candidate(source, allocs, weight))
-        return out[0], out[1]
+            out.append(pinned(index, query, source, base, released, freed))
+            if freed is not None:
+                view = index.provider_summaries(list(index.row_of.values()),
+                                                fit.released)
+        return out[0], out[1], view
 
     def _after_real_release(self, query: CandidateRequest, limit: int,
                             source: str, held: Allocations) -> MoveCandidates:
