@@ -61,11 +61,14 @@ class SchedulerManager(nova_manager.SchedulerManager):
                 CONF, self.ext.tracker)
 
     def _stop_reconcile(self) -> None:
+        """Signal the loop and the listener to stop, without waiting: a
+        reconcile run in flight ends on its own (each of its writes is one
+        atomic, generation-guarded write), and nova's own shutdown steps
+        are not delayed."""
         listener, self._listener = self._listener, None
         if listener is not None:
             listener.stop()
-            listener.wait()
-        self.ext.stop_reconcile()
+        self.ext.stop_reconcile(timeout=0)
 
     def graceful_shutdown(self, timeout):
         """nova 2025.2+ stops a service's manager through this hook."""

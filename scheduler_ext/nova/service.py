@@ -130,27 +130,31 @@ class ExtService:
             return
         if self._thread is not None:
             return
-        self._stop.clear()
+        self._stop = threading.Event()      # one per loop: a restart is clean
         self._thread = threading.Thread(
-            target=self._loop, args=(interval,), name="scheduler-ext-reconcile",
+            target=self._loop, args=(interval, self._stop),
+            name="scheduler-ext-reconcile",
             daemon=True)
         self._thread.start()
 
     def stop_reconcile(self, timeout: float = 10.0) -> None:
-        """Stop the loop (waits up to ``timeout`` seconds for a run)."""
+        """Stop the loop (waits up to ``timeout`` seconds for a run in
+        flight; 0: signal only)."""
         thread, self._thread = self._thread, None
         if thread is None:
             return
         self._stop.set()
         self.tracker.woken_event.set()
-        thread.join(timeout)
+        if timeout:
+            thread.join(timeout)
 
-    def _loop(self, interval: float) -> None:
+    def _loop(self, interval: float, stop: threading.Event) -> None:
         context = nova_context.get_admin_context()
-        while not self._stop.is_set():
+        while not stop.is_set():
             try:
                 self.reconcile_moves(context)
             except Exception:
                 LOG.exception("reconcile run failed; next run in %s s",
                               interval)
-            self.tracker.woken_event.wait(interval)
+            if not stop.is_set():
+                self.tracker.woken_event.wait(interval)
