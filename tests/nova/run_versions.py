@@ -5,6 +5,7 @@ Usage (from the repository root; minutes per version, run it with nice)::
     nice python3 tests/nova/run_versions.py 29.0.0 34.0.0
     nice python3 tests/nova/run_versions.py --moves 29.0.0   # + nova's move suite
     python3 tests/nova/run_versions.py --probe 23.2.2 27.5.1  # install+import
+    python3 tests/nova/run_versions.py --pin 'oslo.utils<8' 28.3.1
 
 For each VERSION, in its own venv under ``--venvs`` (default
 ``.nova-venvs/``, reused when present): this package without extras, then
@@ -54,7 +55,7 @@ def _tail(text: str, lines: int = 6) -> str:
 
 
 def one(version: str, venvs: pathlib.Path, moves: bool,
-        probe: bool = False) -> dict:
+        probe: bool = False, pins: tuple[str, ...] = ()) -> dict:
     """Install, import and run the proof for one nova version."""
     venv = venvs / f"nova-{version}"
     py = venv / "bin" / "python"
@@ -62,7 +63,8 @@ def one(version: str, venvs: pathlib.Path, moves: bool,
     if not py.exists():
         _run([sys.executable, "-m", "venv", str(venv)])
     pip = _run([str(py), "-m", "pip", "install", "-q", "-e", str(ROOT),
-                f"nova=={version}", *HARNESS_LIBS])
+                f"nova=={version}", *HARNESS_LIBS, *pins])
+    out["pins"] = list(pins)
     out["install"] = pip.returncode == 0
     if not out["install"]:
         out["install_error"] = _tail(pip.stderr + pip.stdout)
@@ -91,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
         ROOT / "benchmarks" / "results" / "nova_versions.jsonl"))
     parser.add_argument("--probe", action="store_true",
                         help="install and import only (is it usable here?)")
+    parser.add_argument("--pin", action="append", default=[],
+                        help="an extra requirement, e.g. 'oslo.utils<8' "
+                             "(a release's upper constraints, one by one)")
     parser.add_argument("--moves", action="store_true",
                         help="also run nova's own move suite (slow)")
     args = parser.parse_args(argv)
@@ -98,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     venvs.mkdir(parents=True, exist_ok=True)
     pathlib.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     for version in args.versions:
-        result = one(version, venvs, args.moves, args.probe)
+        result = one(version, venvs, args.moves, args.probe,
+                     tuple(args.pin))
         line = json.dumps(result)
         print(line, flush=True)
         with open(args.out, "a") as fh:
