@@ -18,6 +18,7 @@ from stevedore import driver as sd_driver
 
 from scheduler_ext import conf as se_conf
 from scheduler_ext import errors
+from scheduler_ext.moves.journal import ReleaseJournal
 from scheduler_ext.moves.request import ScheduleRequest, Selection
 from scheduler_ext.placement import CandidatesEndpoint, PlacementClient
 from scheduler_ext.sources.base import CandidateSource, Ranking
@@ -94,10 +95,13 @@ class SchedulerDriver:
 
     def _strategy(self, strategy_cls: Any, source: CandidateSource) -> Any:
         opts = self.conf.scheduler_ext
-        return strategy_cls(
+        strategy = strategy_cls(
             self.client, source, max_alternates=opts.max_alternates,
             max_claim_attempts=opts.max_claim_attempts,
             prefer_same_host=opts.prefer_same_host)
+        # where a real release is recorded first (moves.release)
+        strategy.journal = ReleaseJournal(opts.release_journal_dir)
+        return strategy
 
     def select_destinations(self, request: ScheduleRequest,
                             max_alternates: int | None = None,

@@ -171,11 +171,29 @@ OPTS = [
         help="Precision of allocation_ratio in placement's database, so the "
              "engine filters exactly as placement's SQL does."),
     cfg.IntOpt(
-        "reconcile_interval", default=600, min=0,
-        help="Seconds between runs of the reconcile task in the scheduler "
-             "service (trims finished same-host resizes to the live flavor, "
-             "restores missing move allocations, removes leftovers). 0 "
-             "disables the periodic run; 'scheduler-ext audit' still works."),
+        "reconcile_interval", default=3, min=0,
+        help="Seconds between two polls of the reconcile loop in the "
+             "scheduler service. Each poll reads the resize and "
+             "cold-migration records that changed since the last complete "
+             "run (one indexed query per cell) and brings those instances "
+             "back to the move invariants: a confirmed, reverted or failed "
+             "same-host resize is trimmed to the live flavor, missing move "
+             "allocations are restored, leftovers removed. nova's versioned "
+             "notifications of a resize's end, when the deployment emits "
+             "them, wake the loop at once. This bounds how long placement "
+             "holds more than the live flavor. 0 disables the loop; "
+             "'scheduler-ext audit' still works."),
+    cfg.StrOpt(
+        "release_journal_dir", default="/var/lib/scheduler-ext/release-journal",
+        help="Directory of the release journal: before a move's old "
+             "allocations are really released in placement (only for "
+             "queries the engine cannot model), the release is recorded "
+             "here, and removed once the claim or the restore is written. "
+             "A restarted scheduler restores what a crash left released. "
+             "Must be writable by the scheduler service; created on first "
+             "use. When it cannot be written, the real release is not "
+             "made and the move is answered as nova's stock scheduler "
+             "would."),
 ]
 
 

@@ -267,3 +267,18 @@ class TouchedChecker:
         states = [s for s in map(self.server_state, servers) if s is not None]
         problems += check_servers(self.client, states, exact)
         return problems, states
+
+def check_one_provider_per_class(client: PlacementClient,
+                                 consumers: Iterable[str]) -> list[str]:
+    """Per provider: no consumer holds one class on two providers (a
+    server's disk is in one place, so a DISK_GB split over two sharing
+    providers counts it twice, once on a provider that does not hold it)."""
+    problems = []
+    for consumer in consumers:
+        held = client.get_consumer(consumer).allocations
+        for rc in allocations.classes(held):
+            where = sorted(rp for rp, res in held.items() if res.get(rc))
+            if len(where) > 1:
+                problems.append(f"consumer {consumer} holds {rc} on "
+                                f"{len(where)} providers: {where}")
+    return problems

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterator
 
+from scheduler_ext import errors
 from scheduler_ext.moves.request import ScheduleRequest
 from scheduler_ext.placement import ConsumerAllocations, PlacementClient, allocations
 
@@ -44,6 +45,26 @@ def read(client: PlacementClient, request: ScheduleRequest, instance: str) -> He
         return Held(instance, held)
     migration = request.move.migration_uuid
     return Held(instance, held, migration, client.get_consumer(migration))
+
+
+def reread_unchanged(client: PlacementClient, request: ScheduleRequest,
+                     instance: str, before: Held) -> Held:
+    """Re-read the consumers after a consumer-generation conflict: the new
+    generations when every consumer still holds what ``before`` held
+    (a write that changed nothing we computed from), else ConcurrentUpdate
+    naming the instance: the writes were computed from allocations that
+    are gone (nova's conductor moved them back, for instance), so retrying
+    them would write stale contents."""
+    now = read(client, request, instance)
+    changed = [consumer for (consumer, _, was), (_, _, cur)
+               in zip(before.consumers(), now.consumers())
+               if allocations.copy(was.allocations) != allocations.copy(cur.allocations)]
+    if changed:
+        raise errors.ConcurrentUpdate(
+            f"instance {instance}: the allocations of {', '.join(changed)} "
+            "changed while scheduling; nothing was written"
+            + move_text(request))
+    return now
 
 
 def move_text(request: ScheduleRequest) -> str:

@@ -82,22 +82,40 @@ class Reconciler:
         self.client = client
 
     def run(self, instances: Iterable[InstanceState], apply: bool = False) -> list[Fix]:
-        """Return one Fix per instance whose allocations are off; with
-        ``apply`` each is written (one atomic write each) and marked."""
+        """Return one Fix per instance whose allocations are off, or whose
+        plan failed; with ``apply`` each is written (one atomic write each)
+        and marked. One instance's failure (placement's 409 or 5xx, a
+        provider gone...) is recorded in its Fix (``error``) and never stops
+        the others. This is the one rule set of every reconcile: the
+        scheduler service's and the CLI's."""
         fixes = []
         for inst in instances:
-            fix = self.plan(inst)
-            if fix is None:
-                continue
-            if apply:
-                try:
-                    self.client.post_allocations(fix.writes)
-                    fix = dataclasses.replace(fix, applied=True)
-                except errors.PlacementError as exc:
-                    LOG.error("reconcile of instance %s failed: %s", inst.uuid, exc)
-                    fix = dataclasses.replace(fix, error=str(exc))
-            fixes.append(fix)
+            fix = self.reconcile_one(inst, apply)
+            if fix is not None:
+                fixes.append(fix)
         return fixes
+
+    def reconcile_one(self, inst: InstanceState, apply: bool = True) -> Fix | None:
+        """Plan (and with ``apply`` write) the fix of one instance: None
+        when placement already agrees, else the Fix, ``applied`` or with
+        its ``error``. Never raises for a placement error or a plan that
+        cannot be made: the error is logged and returned in the Fix."""
+        try:
+            fix = self.plan(inst)
+        except errors.SchedulerExtError as exc:
+            LOG.warning("reconcile of instance %s cannot be planned: %s",
+                        inst.uuid, exc)
+            return Fix(inst.uuid, "no plan", {}, error=str(exc))
+        if fix is None or not apply:
+            return fix
+        try:
+            self.client.post_allocations(fix.writes)
+        except errors.SchedulerExtError as exc:
+            LOG.warning("reconcile of instance %s not applied (%s): %s",
+                        inst.uuid, fix.reason, exc)
+            return dataclasses.replace(fix, error=str(exc))
+        LOG.info("reconciled instance %s: %s", inst.uuid, fix.reason)
+        return dataclasses.replace(fix, applied=True)
 
     # ------------------------------------------------------------ planning
     def plan(self, inst: InstanceState) -> Fix | None:
@@ -232,6 +250,15 @@ class Reconciler:
             "sharing provider in its aggregates", field="resource_class", value=rc)
 
 
+def managed_classes(inst: InstanceState) -> set[str]:
+    """The classes a reconcile may rewrite for ``inst``: those its live
+    flavor or the flavors of its moves give. Anything else a consumer holds
+    (ports' bandwidth, accelerators, PCI devices) is kept exactly where it
+    is, untouched, by every reconcile (the service's and the CLI's)."""
+    return set(inst.resources).union(
+        *(set(m.old_resources) | set(m.new_resources) for m in inst.moves))
+
+
 class _Plan:
     """The targets of one instance's fix while they are being worked out."""
 
@@ -240,10 +267,7 @@ class _Plan:
         self.inst, self.held, self.migs = inst, held, migs
         self.targets: dict[str, dict[str, dict[str, int]]] = {}
         self.reasons: list[str] = []
-        # classes a flavor gives; anything else a consumer holds (ports,
-        # accelerators, PCI devices...) is kept exactly where it is
-        self.managed = set(inst.resources).union(
-            *(set(m.old_resources) | set(m.new_resources) for m in inst.moves))
+        self.managed = managed_classes(inst)
 
     def target(self, consumer: str, allocs: dict[str, dict[str, int]],
                reason: str) -> None:
@@ -290,4 +314,5 @@ def audit(client: PlacementClient, instances: Iterable[InstanceState]) -> list[F
 
 
 __all__ = ["Fix", "InstanceState", "MoveState", "Reconciler", "audit",
+           "managed_classes",
            "dump_instances", "load_instances"]

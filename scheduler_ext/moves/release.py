@@ -1,24 +1,32 @@
-"""The real-release path of a move, for candidates from placement itself.
+"""The real-release path of a move: only for queries the engine cannot
+model (``sources.base.RealReleaseNeeded``, or a source without a virtual
+release).
 
-Placement cannot be asked "as if the old flavor were free", so when the
-candidates come from ``GET /allocation_candidates`` the old allocations are
-really released (one write) before choosing. From that write until the
-claim (or the restore) is written, a concurrent boot may take the source's
-space; the claim then falls back to the next candidates and the
-alternates, then the old allocations are restored where they were, and as
-a last resort the new flavor is claimed elsewhere with the migration
-holding nothing.
+The old allocations are really released (one write) before placement is
+asked, so the order is: record the intent in the release journal
+(``moves.journal``; no release without it), release, claim. Every
+exception after the release, ours or not (keystoneauth errors, a body that
+is not JSON, a dying thread), restores the old allocations where they were,
+if the consumers still hold what the release left them (nothing); a write
+by anyone else in between means the release was superseded and nothing is
+restored over it. The journal entry goes once the claim or the restore is
+written; a crash in between leaves it for ``ReleaseJournal.recover``. When
+the restore itself fails after our own error (the source's space was taken
+in the window), the new flavor is claimed elsewhere with the migration
+holding nothing, as a last resort.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import contextlib
+from typing import TYPE_CHECKING, Any, Iterator
 
 from oslo_log import log as logging
 
 from scheduler_ext import errors
 from scheduler_ext.moves import consumers
 from scheduler_ext.moves.consumers import Held
+from scheduler_ext.moves.journal import ReleaseJournal
 from scheduler_ext.moves.request import ScheduleRequest, Selection
 from scheduler_ext.placement import allocations
 from scheduler_ext.sources.base import CandidateSource
@@ -29,40 +37,94 @@ if TYPE_CHECKING:  # pragma: no cover
 LOG = logging.getLogger(__name__)
 
 
+def _innermost(source: Any) -> Any:
+    while hasattr(source, "inner"):
+        source = source.inner
+    return source
+
+
+@contextlib.contextmanager
+def _really_released(source: CandidateSource, old) -> Iterator[None]:
+    mode = getattr(_innermost(source), "really_released", None)
+    if mode is None:
+        yield
+        return
+    with mode(old):
+        yield
+
+
 def place_with_real_release(strategy: "SameHostMoveStrategy",
                             source: CandidateSource, request: ScheduleRequest,
                             instance: str, held: Held, limit: int,
                             alts: int) -> list[Selection]:
-    """Release what ``held`` holds, claim the best candidate; on failure
-    restore, or cover the instance elsewhere (see the module docstring)."""
+    """Journal, release what ``held`` holds, claim the best candidate; on
+    any failure restore, or cover the instance elsewhere (module
+    docstring)."""
     client = strategy.client
+    journal: ReleaseJournal | None = getattr(strategy, "journal", None)
+    if journal is None:
+        raise errors.SchedulerExtError(
+            f"instance {instance}: a real release needs the release journal "
+            "([scheduler_ext] release_journal_dir); nothing was written")
     old = held.old()
+    assert held.migration_uuid is not None
+    journal.record(held, request.project_id, request.user_id)
     writes = {consumer: c.write({}, consumer_type=ctype)
               for consumer, ctype, c in held.consumers() if c.allocations}
-    client.post_allocations(writes)
-    LOG.info("instance %s: released %s for scheduling", instance, old)
-    now = consumers.read(client, request, instance)
     try:
-        return strategy.claim_best(source, request, instance, now, old, old,
-                                   limit, alts)
-    except errors.SchedulerExtError as exc:
-        try:
-            _restore(strategy, request, instance, held)
-        except errors.SchedulerExtError:
-            # the window was lost: the source's space is gone; cover the
-            # instance on another host rather than nowhere
+        client.post_allocations(writes)
+    except errors.SchedulerExtError:
+        journal.clear(held.migration_uuid)   # placement refused: not released
+        raise
+    LOG.info("instance %s: released %s for scheduling (journaled)",
+             instance, old)
+    try:
+        now = consumers.read(client, request, instance)
+        with _really_released(source, old):
+            result = strategy.claim_best(source, request, instance, now, old,
+                                         old, limit, alts)
+    except BaseException as exc:
+        return _after_failure(strategy, source, request, instance, held,
+                              limit, exc)
+    journal.clear(held.migration_uuid)
+    return result
+
+
+def _after_failure(strategy: "SameHostMoveStrategy", source: CandidateSource,
+                   request: ScheduleRequest, instance: str, held: Held,
+                   limit: int, exc: BaseException) -> list[Selection]:
+    """Restore after ``exc``; re-raises it unless the last resort claimed
+    a host."""
+    journal: ReleaseJournal = getattr(strategy, "journal")
+    assert held.migration_uuid is not None
+    try:
+        _restore(strategy, request, instance, held)
+    except BaseException as restore_exc:
+        LOG.error("instance %s: restore after %r failed: %s (the release "
+                  "journal keeps it)", instance, exc, restore_exc)
+        if isinstance(exc, errors.SchedulerExtError) and \
+                isinstance(restore_exc, errors.SchedulerExtError):
             return _claim_uncovered(strategy, source, request, instance,
                                     limit, exc)
-        raise
+        raise exc
+    journal.clear(held.migration_uuid)
+    raise exc
 
 
 def _restore(strategy: "SameHostMoveStrategy", request: ScheduleRequest,
              instance: str, before: Held) -> None:
     """Put the released allocations back where they were (the migration,
     where nova's conductor moved them, and the instance if it held any),
-    in one write; an error names the instance."""
+    in one write, if the consumers still hold nothing; an error names the
+    instance."""
     now = consumers.read(strategy.client, request, instance)
     current = {consumer: c for consumer, _, c in now.consumers()}
+    if any(c.allocations for c in current.values()):
+        LOG.warning("instance %s: its consumers were written since the "
+                    "release (%s); nothing restored over them", instance,
+                    {k: allocations.copy(c.allocations)
+                     for k, c in current.items()})
+        return
     writes = {consumer: current[consumer].write(
                   allocations.copy(c.allocations), consumer_type=ctype,
                   project_id=request.project_id, user_id=request.user_id)
@@ -74,12 +136,13 @@ def _restore(strategy: "SameHostMoveStrategy", request: ScheduleRequest,
             f"instance {instance}: its old allocations "
             f"{before.old()} were released for scheduling and could "
             f"not be restored ({exc}); the instance is not covered in "
-            "placement until reconcile restores them") from exc
+            "placement until the release journal or reconcile restores "
+            "them") from exc
 
 
 def _claim_uncovered(strategy: "SameHostMoveStrategy", source: CandidateSource,
                      request: ScheduleRequest, instance: str, limit: int,
-                     cause: Exception) -> list[Selection]:
+                     cause: BaseException) -> list[Selection]:
     """Last resort after a lost release window: claim the new flavor on
     another host with the migration holding nothing (a later revert is
     then not covered on the source; reconcile restores it when room

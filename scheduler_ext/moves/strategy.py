@@ -25,8 +25,9 @@ the migration holds none). After a same-host pick both leave the instance
 with max(old, new), and ``reconcile`` trims it to the live flavor: a
 decrease, which always fits.
 
-When the candidates come from placement itself the release of the old
-allocations has to be a real write; that path is ``moves.release``.
+Only when the candidates come from placement for a query the engine
+cannot model does the release of the old allocations have to be a real
+write; that path is ``moves.release`` (journaled, restored on any error).
 """
 
 from __future__ import annotations
@@ -41,8 +42,9 @@ from scheduler_ext.moves.consumers import Held
 from scheduler_ext.moves.request import ScheduleRequest, Selection
 from scheduler_ext.placement import (AllocationWrite, Allocations,
                                      PlacementClient, allocations)
+from scheduler_ext.moves.journal import ReleaseJournal
 from scheduler_ext.sources.base import (Candidate, CandidateSource, Ranking,
-                                        RankedSource)
+                                        RankedSource, RealReleaseNeeded)
 
 LOG = logging.getLogger(__name__)
 
@@ -57,8 +59,11 @@ class SameHostMoveStrategy:
 
     def __init__(self, client: PlacementClient, source: CandidateSource, *,
                  max_alternates: int = 2, max_claim_attempts: int = 3,
-                 prefer_same_host: bool = False):
+                 prefer_same_host: bool = False,
+                 journal: ReleaseJournal | None = None):
         self.client = client
+        #: where a real release is recorded first (``moves.release``)
+        self.journal = journal
         self.source = source
         #: claims tried, conflicts met, hosts claimed (for the benchmarks)
         self.stats: collections.Counter = collections.Counter()
@@ -109,16 +114,26 @@ class SameHostMoveStrategy:
         if move is not None and old and move.source_root not in old:
             LOG.warning("instance %s: old allocations %s are not on the "
                         "source %s", instance, sorted(old), move.source_root)
-        real_release = (move is not None and move.allow_same_host and
-                        self.release and bool(old) and
-                        not source.virtual_release)
-        if real_release:
+        if move is None or not self.release or not old:
+            return self.claim_best(source, request, instance, held, old, None,
+                                   limit, alts)
+        if not source.virtual_release:
+            if move.allow_same_host:
+                return release.place_with_real_release(
+                    self, source, request, instance, held, limit, alts)
+            return self.claim_best(source, request, instance, held, old, None,
+                                   limit, alts)
+        try:
+            # the view treats the old allocations as free for the source
+            return self.claim_best(source, request, instance, held, old, old,
+                                   limit, alts)
+        except RealReleaseNeeded as why:
+            if not move.allow_same_host:
+                return self.claim_best(source, request, instance, held, old,
+                                       None, limit, alts)
+            LOG.info("instance %s: %s", instance, why)
             return release.place_with_real_release(
                 self, source, request, instance, held, limit, alts)
-        # what the view may treat as free for the source host
-        released = old if self.release and source.virtual_release else None
-        return self.claim_best(source, request, instance, held, old, released,
-                               limit, alts)
 
     def claim_best(self, source: CandidateSource, request: ScheduleRequest,
                    instance: str, held: Held, old: Allocations,
@@ -134,8 +149,10 @@ class SameHostMoveStrategy:
             raise errors.NoValidHost(
                 f"instance {instance}: no host fits {dict(request.resources)}"
                 + consumers.move_text(request))
-        failures = []
-        for cand in choices[:self.max_claim_attempts]:
+        failures: list[str] = []
+        queue = list(choices)
+        while queue and len(failures) < self.max_claim_attempts:
+            cand = queue[0]
             writes = self._writes(request, instance, held, old, cand)
             self.stats["claims"] += 1
             try:
@@ -145,7 +162,12 @@ class SameHostMoveStrategy:
                 failures.append(f"{cand.root}: {exc.detail}")
                 source.changed(cand.allocations)
                 if isinstance(exc, errors.ConcurrentUpdate):
-                    held = consumers.read(self.client, request, instance)
+                    # a consumer was written in between: retry the same
+                    # host only if what we computed from is unchanged
+                    held = consumers.reread_unchanged(
+                        self.client, request, instance, held)
+                else:
+                    queue.pop(0)
                 continue
             source.changed(list(cand.allocations) + list(old))
             self.stats["claimed"] += 1

@@ -24,8 +24,6 @@ stand-in of the 22.x base class (see README, "Using it with nova").
 
 from __future__ import annotations
 
-import time
-
 from oslo_log import log as logging
 
 import nova.conf
@@ -53,8 +51,9 @@ class SchedulerExtDriver(nova_driver.Scheduler):
         super().__init__()
         self.ext = service.ExtService(self.host_manager)
         self._stock = None
-        self._next_reconcile = (time.monotonic() +
-                                CONF.scheduler_ext.reconcile_interval)
+        # 22.x's manager has no start hook for its driver: the reconcile
+        # loop starts with the driver
+        self.ext.start_reconcile()
 
     def select_destinations(self, context, spec_obj, instance_uuids,
                             alloc_reqs_by_rp_uuid, provider_summaries,
@@ -74,13 +73,6 @@ class SchedulerExtDriver(nova_driver.Scheduler):
                      instance_uuids, why)
             return self._nova(context, spec_obj, instance_uuids,
                               return_alternates)
-        finally:
-            # a release whose manager no longer calls run_periodic_tasks
-            # still gets the reconcile, on the next call once it is due
-            try:
-                self.run_periodic_tasks(context)
-            except Exception:
-                LOG.exception("periodic reconcile failed")
 
     def _nova(self, context, spec_obj, instance_uuids, return_alternates):
         """What nova's manager would have done with its FilterScheduler."""
@@ -97,19 +89,8 @@ class SchedulerExtDriver(nova_driver.Scheduler):
             context, spec_obj, instance_uuids, by_rp, summaries, version,
             return_alternates)
 
-    def run_periodic_tasks(self, context):
-        """Runs the reconcile once ``[scheduler_ext] reconcile_interval``
-        seconds have passed since the last run (0 disables it). Called by
-        nova's manager where the release still has that hook, and after
-        every select_destinations call."""
-        interval = CONF.scheduler_ext.reconcile_interval
-        if interval <= 0 or time.monotonic() < self._next_reconcile:
-            return
-        self._next_reconcile = time.monotonic() + interval
-        self.reconcile_moves(context)
-
-    def reconcile_moves(self, context) -> list:
-        """One reconcile run (see ``service.ExtService.reconcile_moves``)."""
+    def reconcile_moves(self, context) -> dict[str, str]:
+        """One reconcile run now (see ``service.ExtService.reconcile_moves``)."""
         return self.ext.reconcile_moves(context)
 
 

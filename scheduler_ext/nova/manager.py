@@ -8,12 +8,15 @@ one for one (run it with ``scheduler-ext-nova-scheduler``). Everything else
 (aggregate and instance info updates, host discovery, SIGHUP reset) is
 nova's.
 
-It adds one periodic task, ``reconcile_moves``, every
-``[scheduler_ext] reconcile_interval`` seconds (0 disables it): the
-instances whose resize or cold-migration records changed since the last
-run are brought back to the move invariants (a confirmed or reverted
-same-host resize is trimmed to the live flavor, a migration consumer left
-holding allocations after its move ended is emptied).
+It adds the change-driven reconcile (``service.ExtService``): started with
+the service, a run every ``[scheduler_ext] reconcile_interval`` seconds
+(0 disables it) over the instances whose resize or cold-migration records
+changed since the last complete run, and at once for an instance whose
+resize nova's versioned notifications say ended. It brings them back to
+the move invariants (a confirmed or reverted same-host resize is trimmed
+to the live flavor, a migration consumer left holding allocations after
+its move ended is emptied). It runs whether or not nova's own periodic
+tasks are enabled: it bounds how long placement over-holds.
 
 Requests scheduler-ext does not model (see ``request.UseNova``) go to
 nova's own code path unchanged.
@@ -24,7 +27,6 @@ from __future__ import annotations
 from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_serialization import jsonutils
-from oslo_service import periodic_task
 
 import nova.conf
 from nova import exception
@@ -32,7 +34,7 @@ from nova import objects
 from nova.scheduler import manager as nova_manager
 
 from scheduler_ext import errors
-from scheduler_ext.nova import service
+from scheduler_ext.nova import notifications, service
 from scheduler_ext.nova.request import UseNova
 from scheduler_ext.nova.scheduler import public_reason
 
@@ -42,39 +44,41 @@ LOG = logging.getLogger(__name__)
 class SchedulerManager(nova_manager.SchedulerManager):
     """nova's scheduler manager, choosing and claiming with scheduler-ext."""
 
-    # set by oslo.service's PeriodicTasks metaclass on nova's manager
-    _periodic_tasks: list
-    _periodic_spacing: dict
-
     def __init__(self, *args, **kwargs):
         service.register_opts(CONF)
         super().__init__(*args, **kwargs)
-        self.ext = service.ExtService(self.host_manager)
-        self._add_reconcile_task(CONF.scheduler_ext.reconcile_interval)
+        # nova's report client: the one its own scheduler manager uses
+        self.ext = service.ExtService(self.host_manager,
+                                      lambda: self.placement_client)
+        self._listener = None
 
-    # ------------------------------------------------------------ set-up
-    def _add_reconcile_task(self, interval: int) -> None:
-        """Register ``reconcile_moves`` on this instance with the
-        configured spacing (oslo.service reads the spacing from the task
-        when it is added, so it cannot be a class decorator evaluated before
-        the configuration is parsed)."""
-        if interval <= 0:
-            LOG.info("periodic reconcile disabled ([scheduler_ext] "
-                     "reconcile_interval = %s)", interval)
-            return
+    # ------------------------------------------------------- life cycle
+    def post_start_hook(self):
+        super().post_start_hook()
+        self.ext.start_reconcile()
+        if CONF.scheduler_ext.reconcile_interval > 0:
+            self._listener = notifications.start_listener(
+                CONF, self.ext.tracker)
 
-        def reconcile_moves(self, context):
-            self.reconcile_moves(context)
+    def _stop_reconcile(self) -> None:
+        """Signal the loop and the listener to stop, without waiting: a
+        reconcile run in flight ends on its own (each of its writes is one
+        atomic, generation-guarded write), and nova's own shutdown steps
+        are not delayed."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.stop()
+        self.ext.stop_reconcile(timeout=0)
 
-        task = periodic_task.periodic_task(
-            spacing=interval, run_immediately=False,
-            name="reconcile_moves")(reconcile_moves)
-        # instance copies: other managers of the class are not affected
-        self._periodic_tasks = list(self._periodic_tasks) + [
-            ("reconcile_moves", task)]
-        self._periodic_spacing = dict(self._periodic_spacing,
-                                      reconcile_moves=interval)
-        self._periodic_last_run["reconcile_moves"] = task._periodic_last_run
+    def graceful_shutdown(self, timeout):
+        """nova 2025.2+ stops a service's manager through this hook."""
+        self._stop_reconcile()
+        super().graceful_shutdown(timeout)
+
+    def cleanup_host(self):
+        """Older releases stop a service's manager through this hook."""
+        self._stop_reconcile()
+        super().cleanup_host()
 
     # ------------------------------------------------------------- RPC API
     @messaging.expected_exceptions(exception.NoValidHost)
@@ -111,8 +115,8 @@ class SchedulerManager(nova_manager.SchedulerManager):
             return jsonutils.to_primitive([s[0].to_dict() for s in selections])
         return selections
 
-    # ------------------------------------------------------------ periodic
-    def reconcile_moves(self, context) -> list:
-        """One reconcile run over the recently moved instances; returns the
-        fixes (applied or not, see ``nova.reconcile.reconcile``)."""
+    # ----------------------------------------------------------- reconcile
+    def reconcile_moves(self, context) -> dict[str, str]:
+        """One reconcile run now (what the loop runs): the outcome per
+        instance worked on (``moves.tracker.DONE`` or ``RETRY``)."""
         return self.ext.reconcile_moves(context)

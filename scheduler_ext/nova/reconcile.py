@@ -1,17 +1,19 @@
-"""The reconcile's view of nova: instance states read through nova's
-objects, and the fixes applied to placement.
+"""The reconcile's view of nova: which instances changed, their states
+read through nova's objects, and the run that reconciles them.
 
-Every ``[scheduler_ext] reconcile_interval`` seconds the scheduler service
-reads the instances whose resize or cold-migration records changed since
-its last run (``moved_instance_states``) and reconciles them
-(``reconcile``).
+The scheduler service runs ``run`` every ``[scheduler_ext]
+reconcile_interval`` seconds and whenever a notification says a resize
+ended: the instances whose resize or cold-migration records changed since
+the tracker's watermark (one indexed query on each cell's ``migrations``
+table, ``updated_at``), those a notification named, and those whose retry
+is due (``moves.tracker``). The rules are ``moves.reconcile``'s, the same
+as the CLI's.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
-from typing import Iterable
+from typing import Hashable
 
 from oslo_log import log as logging
 from oslo_utils import timeutils
@@ -21,10 +23,9 @@ from nova import exception
 from nova import objects
 from nova.scheduler import utils as sched_utils
 
-from scheduler_ext import errors
-from scheduler_ext.moves.reconcile import Fix, InstanceState, MoveState, Reconciler
+from scheduler_ext.moves import tracker as tr
+from scheduler_ext.moves.reconcile import InstanceState, MoveState, Reconciler
 from scheduler_ext.nova.request import MOVE_TYPES
-from scheduler_ext.placement import PlacementClient, allocations
 
 LOG = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ FINISHED = frozenset({"confirmed", "reverted", "error", "failed", "done",
 #: The one stable status of a move still in progress: resized, awaiting
 #: confirm or revert (VERIFY_RESIZE).
 AWAITING_CONFIRM = "finished"
-#: Instance states the periodic reconcile may touch (with no task running).
+#: Instance states the reconcile may touch (with no task running).
 #: ERROR is included for a failed same-host move only (see
 #: ``instance_state``): the instance is trimmed to the flavor nova's record
 #: gives it, as nova's own code leaves it when prep_resize or
@@ -42,11 +43,11 @@ AWAITING_CONFIRM = "finished"
 #: finish_resize failure although it resets the record to the old flavor).
 QUIET_VM_STATES = frozenset({"active", "stopped", "resized", "paused",
                              "suspended", "error"})
-#: How far back the first reconcile run after a start looks for moves.
-FIRST_LOOKBACK = datetime.timedelta(days=1)
-#: Overlap between runs, so a record written while a run was reading is
-#: seen again by the next one.
-OVERLAP = datetime.timedelta(minutes=1)
+
+
+class Busy(Exception):
+    """The instance cannot be reconciled now (a task is running, a move is
+    being confirmed): retry later."""
 
 
 def _node_uuid(cctxt, host: str | None, node: str | None) -> str | None:
@@ -68,10 +69,11 @@ def instance_state(cctxt, instance_uuid: str) -> InstanceState | None:
     """The reconcile view of one instance of the targeted cell, or None when
     it must be left alone.
 
-    Left alone: a deleted instance or one without a host; a task running
-    (``task_state`` set); a move being confirmed; an instance in ERROR whose
-    last move went to another host (nova's own accounting applies there,
-    and scheduler-ext's writes are the same as nova's on another host).
+    Left alone (None): a deleted instance or one without a host; an
+    instance in ERROR whose last move went to another host (nova's own
+    accounting applies there, and scheduler-ext's writes are the same as
+    nova's on another host). ``Busy`` (retry later): a task running
+    (``task_state`` set), a move being confirmed.
 
     A move still awaiting confirmation (status ``finished``, instance
     RESIZED) is in progress. Every other move is over: finished by nova, or
@@ -88,8 +90,11 @@ def instance_state(cctxt, instance_uuid: str) -> InstanceState | None:
                                             expected_attrs=["flavor"])
     except exception.InstanceNotFound:
         return None
-    if inst.deleted or inst.task_state is not None or \
-            inst.vm_state not in QUIET_VM_STATES:
+    if inst.deleted:
+        return None
+    if inst.task_state is not None:
+        raise Busy(f"task {inst.task_state} running")
+    if inst.vm_state not in QUIET_VM_STATES:
         return None
     if inst.vm_state == "error" and migrations and \
             moved_elsewhere(migrations[-1]):
@@ -99,7 +104,7 @@ def instance_state(cctxt, instance_uuid: str) -> InstanceState | None:
         return None
     moves = _move_states(cctxt, inst, migrations)
     if moves is None:
-        return None
+        raise Busy("its last move is being confirmed or not understood yet")
     return InstanceState(
         uuid=inst.uuid, host=host,
         resources=sched_utils.resources_from_flavor(inst, inst.flavor),
@@ -138,72 +143,79 @@ def _move_states(cctxt, inst, migrations: list) -> list[MoveState] | None:
     return moves
 
 
-def moved_instance_states(context, since: datetime.datetime) -> list[InstanceState]:
-    """InstanceStates of the instances whose resize or cold-migration
-    records changed since ``since``, across every cell."""
-    out = []
+def changed_instances(context, since: datetime.datetime
+                      ) -> dict[str, tuple[Hashable, datetime.datetime]]:
+    """{instance uuid: (cell uuid, latest change)} of the instances whose
+    resize or cold-migration records changed since ``since``, across every
+    cell (one query per cell on the migrations' ``updated_at``)."""
+    out: dict[str, tuple[Hashable, datetime.datetime]] = {}
     for cell in objects.CellMappingList.get_all(context):
         if cell.is_cell0():
             continue
         with nova_context.target_cell(context, cell) as cctxt:
-            changed = objects.MigrationList.get_by_filters(
-                cctxt, {"changes-since": since})
-            uuids = dict.fromkeys(m.instance_uuid for m in changed
-                                  if m.migration_type in MOVE_TYPES)
-            for uuid in uuids:
-                state = instance_state(cctxt, uuid)
-                if state is not None:
-                    out.append(state)
+            for m in objects.MigrationList.get_by_filters(
+                    cctxt, {"changes-since": since}):
+                if m.migration_type not in MOVE_TYPES:
+                    continue
+                when = _naive(m.updated_at or m.created_at)
+                seen = out.get(m.instance_uuid)
+                if seen is None or when > seen[1]:
+                    out[m.instance_uuid] = (cell.uuid, when)
     return out
 
 
-def reconcile(client: PlacementClient, states: Iterable[InstanceState],
-              apply: bool = True) -> list[Fix]:
-    """Plan (and apply) the reconcile fixes of ``states``.
+def _naive(when: datetime.datetime) -> datetime.datetime:
+    return when.replace(tzinfo=None) if when.tzinfo else when
 
-    A fix is only applied when every consumer it rewrites holds nothing
-    but resource classes of the instance's flavors: allocations made for a
-    port, an accelerator or a PCI device in placement are outside what the
-    flavor says and are never rewritten from it.
-    """
-    reconciler = Reconciler(client)
-    fixes = []
-    for state in states:
-        fix = reconciler.plan(state)
-        if fix is None:
-            continue
-        allowed = set(state.resources)
-        for move in state.moves:
-            allowed |= set(move.old_resources) | set(move.new_resources)
-        foreign = set()
-        for consumer in fix.writes:
-            foreign |= allocations.classes(client.get_consumer(consumer).allocations) - allowed
-        if foreign:
-            LOG.warning("reconcile of instance %s skipped: it holds %s, which "
-                        "its flavor does not give (%s)", state.uuid,
-                        sorted(foreign), fix.reason)
-            fixes.append(dataclasses.replace(
-                fix, error=f"holds {sorted(foreign)} outside its flavor"))
-            continue
-        if apply:
-            try:
-                client.post_allocations(fix.writes)
-                fix = dataclasses.replace(fix, applied=True)
-                LOG.info("reconciled instance %s: %s", state.uuid, fix.reason)
-            except errors.PlacementError as exc:
-                LOG.warning("reconcile of instance %s not applied: %s",
-                            state.uuid, exc)
-                fix = dataclasses.replace(fix, error=str(exc))
-        fixes.append(fix)
-    return fixes
+
+def _cell_of(context, instance_uuid: str, where: Hashable):
+    if where is not None:
+        return objects.CellMapping.get_by_uuid(context, where)
+    return objects.InstanceMapping.get_by_instance_uuid(
+        context, instance_uuid).cell_mapping
+
+
+def reconcile_instance(context, reconciler: Reconciler, instance_uuid: str,
+                       where: Hashable) -> str:
+    """Reconcile one instance; its outcome (``tracker.DONE`` or
+    ``tracker.RETRY``). Never raises: any failure is logged and retried."""
+    try:
+        cell = _cell_of(context, instance_uuid, where)
+        with nova_context.target_cell(context, cell) as cctxt:
+            state = instance_state(cctxt, instance_uuid)
+    except Busy as why:
+        LOG.debug("reconcile of instance %s later: %s", instance_uuid, why)
+        return tr.RETRY
+    except exception.InstanceMappingNotFound:
+        return tr.DONE
+    except Exception:
+        LOG.exception("reconcile of instance %s: reading nova's records "
+                      "failed; retrying later", instance_uuid)
+        return tr.RETRY
+    if state is None:
+        return tr.DONE
+    fix = reconciler.reconcile_one(state, apply=True)
+    return tr.DONE if fix is None or fix.applied else tr.RETRY
+
+
+def run(context, reconciler: Reconciler, tracker: tr.ReconcileTracker
+        ) -> dict[str, str]:
+    """One change-driven reconcile run (module docstring); the outcome per
+    instance worked on."""
+    started = utcnow()
+    changed = changed_instances(context, tracker.since(started))
+    work = tracker.work(changed)
+    outcomes = {uuid: reconcile_instance(context, reconciler, uuid, where)
+                for uuid, where in work.items()}
+    tracker.finish(started, outcomes, work,
+                   lambda uuid: changed.get(uuid, (None, started))[1])
+    retry = [u for u, o in outcomes.items() if o == tr.RETRY]
+    if retry:
+        LOG.info("reconcile: %d of %d instances to retry: %s", len(retry),
+                 len(outcomes), ", ".join(sorted(retry)))
+    return outcomes
 
 
 def utcnow() -> datetime.datetime:
-    return timeutils.utcnow()
-
-
-def reconcile_since(started: datetime.datetime,
-                    last: datetime.datetime | None) -> datetime.datetime:
-    """Where a reconcile run starting at ``started`` looks back to, given
-    the start of the last completed run (None: the first run)."""
-    return last - OVERLAP if last is not None else started - FIRST_LOOKBACK
+    """Now, naive UTC (nova's ``updated_at`` convention)."""
+    return _naive(timeutils.utcnow())

@@ -1,21 +1,32 @@
 """What the scheduler manager (nova >= 23) and the scheduler driver
 (nova <= 22) share: our options on nova's configuration, the placement
-client, the ``NovaScheduler`` built on first use, and the periodic
-reconcile with its look-back bookkeeping."""
+client over nova's own report client, the ``NovaScheduler`` built on first
+use, and the change-driven reconcile loop.
+
+Everything a request needs is imported when this module is imported, and
+the plugins named by the configuration are loaded when the service is
+built (``ExtService``), so no request imports anything (numpy, the engine,
+the driver) for the first time.
+"""
 
 from __future__ import annotations
 
 import threading
+from typing import Any, Callable
 
+import numpy  # noqa: F401  (imported at start-up, never inside a request)
 from oslo_log import log as logging
 
 import nova.conf
+from nova import context as nova_context
+from nova.scheduler.client import report
 
+from scheduler_ext import driver as se_driver
 from scheduler_ext import errors
 from scheduler_ext.conf import scheduler_ext as se_opts
-from scheduler_ext.driver import load_driver
-from scheduler_ext.moves.reconcile import Fix
-from scheduler_ext.nova import reconcile
+from scheduler_ext.moves.reconcile import Reconciler
+from scheduler_ext.moves.tracker import ReconcileTracker
+from scheduler_ext.nova import placement_client, reconcile
 from scheduler_ext.nova.scheduler import NovaScheduler
 from scheduler_ext.placement.http import HttpPlacement
 
@@ -29,50 +40,121 @@ def register_opts(conf=CONF) -> None:
     se_opts.register_opts(conf)
 
 
-def placement_client(conf=CONF) -> HttpPlacement:
-    """A placement client from nova.conf's ``[placement]`` section (the
-    keystoneauth1 auth, session and adapter options nova itself uses)."""
-    if conf.scheduler_ext.placement_backend != "http":
+def preload(conf=CONF) -> None:
+    """Import every plugin the configuration names (driver, engine and its
+    fallback, move strategy): a bad name fails the service's start, and no
+    request imports a module for the first time."""
+    opts = conf.scheduler_ext
+    if opts.placement_backend != "http":
         raise errors.ConfigError(
             "[scheduler_ext] placement_backend must be 'http' in a nova "
             "deployment: the embedded placement is for simulations only",
-            option="placement_backend",
-            value=conf.scheduler_ext.placement_backend)
-    return HttpPlacement.from_conf(conf, "placement")
+            option="placement_backend", value=opts.placement_backend)
+    se_driver.load_plugin(se_driver.DRIVER_NAMESPACE, opts.driver, "driver")
+    se_driver.load_plugin(se_driver.SOURCE_NAMESPACE, opts.engine, "engine")
+    se_driver.load_plugin(se_driver.SOURCE_NAMESPACE,
+                          se_driver.FALLBACK_SOURCE, "engine")
+    se_driver.load_plugin(se_driver.STRATEGY_NAMESPACE, opts.move_strategy,
+                          "move_strategy")
+
+
+def nova_report_client() -> Any:
+    """nova's process-wide ``SchedulerReportClient`` (the one nova's own
+    scheduler uses; releases before ``report_client_singleton`` get one
+    built once from the same ``[placement]`` options)."""
+    singleton = getattr(report, "report_client_singleton", None)
+    if singleton is not None:
+        return singleton()
+    global _REPORT_CLIENT
+    if _REPORT_CLIENT is None:
+        _REPORT_CLIENT = report.SchedulerReportClient()
+    return _REPORT_CLIENT
+
+
+_REPORT_CLIENT: Any = None
 
 
 class ExtService:
-    """scheduler-ext inside one nova scheduler process."""
+    """scheduler-ext inside one nova scheduler process.
 
-    def __init__(self, host_manager):
+    ``report_client`` returns nova's ``SchedulerReportClient`` (default:
+    ``nova_report_client``).
+    """
+
+    def __init__(self, host_manager,
+                 report_client: Callable[[], Any] = nova_report_client):
+        preload(CONF)
         self.host_manager = host_manager
+        self._report_client = report_client
         self._lock = threading.Lock()
+        self._client: HttpPlacement | None = None
         self._scheduler: NovaScheduler | None = None
-        #: start of the last completed reconcile run (None: none yet)
-        self.reconciled_until = None
+        self.tracker = ReconcileTracker()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def client(self) -> HttpPlacement:
+        """Our placement client over nova's report client."""
+        with self._lock:
+            if self._client is None:
+                self._client = placement_client.from_report_client(
+                    self._report_client())
+            return self._client
 
     def scheduler(self) -> NovaScheduler:
         """Built on first use, so a service starting while placement is
         down comes up (nova's own manager does the same)."""
+        client = self.client()
         with self._lock:
             if self._scheduler is None:
-                client = placement_client(CONF)
                 self._scheduler = NovaScheduler(
-                    load_driver(client, CONF), self.host_manager, client)
+                    se_driver.load_driver(client, CONF), self.host_manager,
+                    client)
             return self._scheduler
 
-    def reconcile_moves(self, context) -> list[Fix]:
-        """One reconcile run over the instances whose moves changed since
-        the last run; returns the fixes (applied or not, see
-        ``nova.reconcile.reconcile``)."""
-        started = reconcile.utcnow()
-        since = reconcile.reconcile_since(started, self.reconciled_until)
-        client = self.scheduler().client
-        states = reconcile.moved_instance_states(context.elevated(), since)
-        fixes = reconcile.reconcile(client, states)
-        self.reconciled_until = started
-        if fixes:
-            LOG.info("reconcile: %d of %d recently moved instances needed a "
-                     "fix, %d applied", len(fixes), len(states),
-                     sum(f.applied for f in fixes))
-        return fixes
+    # ---------------------------------------------------------- reconcile
+    def reconcile_moves(self, context) -> dict[str, str]:
+        """One change-driven reconcile run (``nova.reconcile.run``): the
+        outcome per instance worked on."""
+        return reconcile.run(context.elevated(), Reconciler(self.client()),
+                             self.tracker)
+
+    def start_reconcile(self) -> None:
+        """Start the reconcile loop: a run every ``[scheduler_ext]
+        reconcile_interval`` seconds, and at once when a notification
+        wakes it (0 disables the loop)."""
+        interval = CONF.scheduler_ext.reconcile_interval
+        if interval <= 0:
+            LOG.info("reconcile loop disabled ([scheduler_ext] "
+                     "reconcile_interval = %s)", interval)
+            return
+        if self._thread is not None:
+            return
+        self._stop = threading.Event()      # one per loop: a restart is clean
+        self._thread = threading.Thread(
+            target=self._loop, args=(interval, self._stop),
+            name="scheduler-ext-reconcile",
+            daemon=True)
+        self._thread.start()
+
+    def stop_reconcile(self, timeout: float = 10.0) -> None:
+        """Stop the loop (waits up to ``timeout`` seconds for a run in
+        flight; 0: signal only)."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        self._stop.set()
+        self.tracker.woken_event.set()
+        if timeout:
+            thread.join(timeout)
+
+    def _loop(self, interval: float, stop: threading.Event) -> None:
+        context = nova_context.get_admin_context()
+        while not stop.is_set():
+            try:
+                self.reconcile_moves(context)
+            except Exception:
+                LOG.exception("reconcile run failed; next run in %s s",
+                              interval)
+            if not stop.is_set():
+                self.tracker.woken_event.wait(interval)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable, Mapping, Protocol, Sequence
 
+from scheduler_ext import errors
 from scheduler_ext.placement.model import Allocations
 from scheduler_ext.placement.query import CandidateRequest
 
@@ -43,6 +44,13 @@ class MoveCandidates:
     same_host: Candidate | None
     others: list[Candidate]
     held_source: Candidate | None
+
+
+class RealReleaseNeeded(errors.Unsupported):
+    """``move_candidates`` cannot treat the old allocations as free without
+    writing to placement for this query (placement's answer alone cannot
+    say how the source host fits once they are freed): the caller must
+    really release them first (``moves.release``)."""
 
 
 class CandidateSource(Protocol):

@@ -9,6 +9,7 @@ import numpy as np
 from oslo_config import cfg
 
 from scheduler_ext.engine.fit import Fit
+from scheduler_ext.engine.pinned import pinned
 from scheduler_ext.engine.weigh import Weigher, top_k
 from scheduler_ext.placement import Allocations, PlacementClient, allocations
 from scheduler_ext.placement.query import CandidateRequest
@@ -59,16 +60,32 @@ class EngineCandidateSource:
         if src_row is not None:
             i = _position(weigh_fit.rows, src_row)
             if i is not None:
-                same = _candidate(weigh_fit, i, weights[i])
+                same = self._on_source(weigh_fit, i, weights[i], released,
+                                       released)
             j = _position(fit_h.rows, src_row)
             if j is not None:
-                held_source = _candidate(fit_h, j, w_h[j])
+                held_source = self._on_source(fit_h, j, w_h[j], released, None)
         keep = fit_h.rows != (src_row if src_row is not None else -1)
         idx = np.flatnonzero(keep)
         order = top_k(w_h[idx], self.index.key_hi[fit_h.rows[idx]],
                       self.index.key_lo[fit_h.rows[idx]], limit)
         others = [_candidate(fit_h, int(idx[k]), w_h[idx[k]]) for k in order.tolist()]
         return MoveCandidates(same, others, held_source)
+
+    def _on_source(self, fit: Fit, i: int, weight: float,
+                   old: Allocations | None,
+                   released: Allocations | None) -> Candidate | None:
+        """The source host's candidate: on the providers the server's old
+        allocations use (its disk stays on the sharing provider it is on,
+        its devices on their child providers; see ``engine.pinned``),
+        checked with ``released`` treated as free; None if that does not
+        fit. Without old allocations, the engine's own pick."""
+        cand = _candidate(fit, i, weight)
+        if not old:
+            return cand
+        base = {rc: rp for rp, res in cand.allocations.items() for rc in res}
+        allocs = pinned(self.index, fit.request, cand.root, base, old, released)
+        return None if allocs is None else Candidate(cand.root, allocs, weight)
 
 
 def _position(rows: np.ndarray, row: int) -> int | None:

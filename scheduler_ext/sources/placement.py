@@ -1,31 +1,47 @@
 """Candidates from placement itself (``GET /allocation_candidates``).
 
 For fleets or queries the numpy engine cannot model exactly (it raises
-Unsupported: nested providers, granular groups), placement answers. It
-cannot be asked "as if these allocations were free", so a move's release is
-real (see ``moves.release``) and ``virtual_release`` is False.
+Unsupported: nested providers, granular groups), placement answers.
+
+Placement cannot be asked "as if these allocations were free". For a move
+the other hosts come from placement's answer with the old allocations
+still held (they stay held while the move runs), and the source host is
+checked by the engine on a small index of the source's own providers (the
+source and the providers of its old allocations, read now), with the old
+allocations released and kept on the providers they use
+(``engine.pinned``): no real release, and the source is offered whatever
+``placement_results_limit`` cuts from placement's answer. When even that
+small index is beyond the engine, ``move_candidates`` raises
+``RealReleaseNeeded`` and the strategy releases for real
+(``moves.release``), with this source in ``really_released`` mode.
 """
 
 from __future__ import annotations
 
-from typing import Iterable
+import contextlib
+from typing import Iterable, Iterator
 
 import numpy as np
 from oslo_config import cfg
 
 from scheduler_ext import errors
+from scheduler_ext.engine.index import CapacityIndex
+from scheduler_ext.engine.pinned import pinned
 from scheduler_ext.engine.weigh import Weigher
 from scheduler_ext.placement import (SHARING_TRAIT, Allocations,
                                      CandidatesEndpoint, PlacementClient,
                                      allocations)
+from scheduler_ext.placement.client import read_provider
+from scheduler_ext.placement.model import FleetSnapshot
 from scheduler_ext.placement.query import CandidateRequest
-from scheduler_ext.sources.base import Candidate, MoveCandidates
+from scheduler_ext.sources.base import (Candidate, MoveCandidates,
+                                        RealReleaseNeeded)
 
 
 class PlacementCandidateSource:
     """``CandidateSource`` asking placement for every decision."""
 
-    virtual_release = False
+    virtual_release = True
 
     def __init__(self, client: PlacementClient, conf: cfg.ConfigOpts):
         if not isinstance(client, CandidatesEndpoint):
@@ -34,6 +50,9 @@ class PlacementCandidateSource:
                 "endpoint; the 'placement' engine needs a placement service")
         opts = conf.scheduler_ext
         self.client = client
+        self.single_precision = opts.allocation_ratio_storage == "single"
+        #: set while a real release is written (``really_released``)
+        self._released_now: Allocations | None = None
         self.results = opts.placement_results_limit
         self.weigher = Weigher.nova(opts.ram_weight_multiplier,
                                     opts.cpu_weight_multiplier,
@@ -75,12 +94,89 @@ class PlacementCandidateSource:
         cands, summaries = self._ask(query)
         return self._weighed(cands, summaries)[:limit]
 
+    @contextlib.contextmanager
+    def really_released(self, released: Allocations) -> Iterator[None]:
+        """For the block, placement's state has ``released`` really freed
+        (``moves.release`` wrote it): ``move_candidates`` answers from that
+        state."""
+        self._released_now = released
+        try:
+            yield
+        finally:
+            self._released_now = None
+
     def move_candidates(self, query: CandidateRequest, *, limit: int,
                         source: str, released: Allocations | None) -> MoveCandidates:
-        """Placement's current state has ``released`` already released (the
-        strategy wrote it); other hosts must fit with it held again."""
+        """See the module docstring."""
+        if self._released_now is not None:
+            return self._after_real_release(query, limit, source,
+                                            self._released_now)
         cands, summaries = self._ask(query)
-        held = released or {}
+        if not released:
+            weighed = self._weighed(cands, summaries)
+            answer = next((c for c in weighed if c.root == source), None)
+            return MoveCandidates(answer, [c for c in weighed
+                                           if c.root != source][:limit], answer)
+        try:
+            same, held, view = self._on_source(query, source, released)
+        except errors.Unsupported as exc:
+            raise RealReleaseNeeded(
+                f"source {source}: {exc}; the old allocations must be "
+                "released in placement to ask it") from exc
+        # every host weighed against one view: the source's providers as
+        # they are with the old allocations released (as the engine does)
+        pool = [c for c in cands if c.root != source]
+        pool += [Candidate(source, same)] if same is not None else []
+        weighed = self._weighed(pool, {**summaries, **view})
+        same_c = next((c for c in weighed if c.root == source), None)
+        held_c = None if held is None else Candidate(
+            source, held, same_c.weight if same_c is not None else 0.0)
+        return MoveCandidates(same_c, [c for c in weighed
+                                       if c.root != source][:limit], held_c)
+
+    def _on_source(self, query: CandidateRequest, source: str,
+                   released: Allocations
+                   ) -> tuple[dict | None, dict | None, dict]:
+        """(the source's allocation with ``released`` freed, the same with
+        it held, each on the providers the old allocations use, or None
+        when it does not fit; provider summaries of the source's providers
+        with ``released`` freed), from the engine on the source's own
+        providers read now."""
+        # the source and the providers of the old allocations (a class the
+        # server does not hold yet must come from the source itself)
+        rps = list(dict.fromkeys([source] + list(released)))
+        records = []
+        for rp in rps:
+            try:
+                records.append(read_provider(self.client, rp))
+            except errors.NotFound:
+                continue
+        index = CapacityIndex.from_snapshot(
+            FleetSnapshot(tuple(records)),
+            single_precision_ratio=self.single_precision)
+        out: list[dict | None] = []
+        view: dict = {}
+        for freed in (released, None):
+            fit = index.fit(query, freed)
+            rows = fit.rows.tolist()
+            row = index.row_of.get(source)
+            if row not in rows:
+                out.append(None)
+                continue
+            i = rows.index(row)
+            pick = allocations.from_request(fit.allocation_request(i))
+            base = {rc: rp for rp, res in pick.items() for rc in res}
+            out.append(pinned(index, query, source, base, released, freed))
+            if freed is not None:
+                view = index.provider_summaries(list(index.row_of.values()),
+                                                fit.released)
+        return out[0], out[1], view
+
+    def _after_real_release(self, query: CandidateRequest, limit: int,
+                            source: str, held: Allocations) -> MoveCandidates:
+        """Placement's current state has ``held`` released; other hosts
+        must fit with it held again."""
+        cands, summaries = self._ask(query)
 
         def fits_with_held(c: Candidate) -> bool:
             for rp, res in c.allocations.items():

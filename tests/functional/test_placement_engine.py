@@ -1,6 +1,9 @@
 """The move scenarios with candidates from placement itself (engine
-'placement', the fallback for fleets the numpy engine cannot model): the
-release is then a real write, and the window it opens is tested here."""
+'placement', the fallback for fleets the numpy engine cannot model). The
+source host is checked by the engine on its own providers, so no release
+is written; the lost-window tests below make the engine unable to model
+the query (as for a query beyond it), so the release is a real, journaled
+write, and test the window it opens."""
 
 import uuid
 
@@ -17,6 +20,26 @@ from tests.unit.moves.test_bug_1790204 import *  # noqa: F401,F403
 @pytest.fixture(autouse=True)
 def placement_engine(monkeypatch):
     monkeypatch.setitem(moves.DEFAULTS, "engine", "placement")
+
+
+@pytest.fixture(autouse=True)
+def journal_dir(monkeypatch, tmp_path):
+    monkeypatch.setitem(moves.DEFAULTS, "release_journal_dir",
+                        str(tmp_path / "journal"))
+
+
+@pytest.fixture
+def engine_cannot_model(monkeypatch):
+    """The engine cannot model the query even on the source's providers:
+    the placement source asks for a real release."""
+    from scheduler_ext.engine.index import CapacityIndex
+    from scheduler_ext.sources import placement as placement_source
+
+    class Unmodelled(CapacityIndex):
+        def fit(self, *args, **kwargs):
+            raise errors.Unsupported("a query beyond the engine (test)")
+
+    monkeypatch.setattr(placement_source, "CapacityIndex", Unmodelled)
 
 
 @pytest.fixture
@@ -48,7 +71,7 @@ class StealsTheSource:
 
 
 @pytest.mark.parametrize("stolen", [1, 2])
-def test_lost_window_with_no_other_host(real_client, stolen):
+def test_lost_window_with_no_other_host(real_client, stolen, engine_cannot_model):
     """A thief takes 1 vCPU: the new flavor no longer fits, the old one is
     put back (NoValidHost, all as it was). It takes 2: the old one cannot be
     put back either, and the error names the instance."""
@@ -71,7 +94,8 @@ def test_lost_window_with_no_other_host(real_client, stolen):
     assert invariants.check_providers(real_client) == []
 
 
-def test_lost_window_moves_to_another_host_covered(real_client):
+def test_lost_window_moves_to_another_host_covered(real_client,
+                                                   engine_cannot_model):
     host1 = moves.small_host(real_client, "host1")
     _, model = moves.start(real_client)
     server = model.boot(moves.FLAVOR1)

@@ -12,7 +12,7 @@ from scheduler_ext.nova import reconcile as nova_reconcile
 from scheduler_ext.nova import request as nova_request
 from scheduler_ext.placement import (AllocationWrite, EmbeddedPlacement,
                                      Inventory)
-from scheduler_ext.moves.reconcile import InstanceState, MoveState
+from scheduler_ext.moves.reconcile import InstanceState, MoveState, Reconciler
 
 objects.register_all()
 
@@ -106,8 +106,8 @@ def small_host(client):
     return prov.uuid
 
 
-class ReconcileGuard(unittest.TestCase):
-    """A fix is applied only when the consumers hold flavor classes only."""
+class ReconcileRules(unittest.TestCase):
+    """The service applies ``moves.reconcile``'s rules (the CLI's too)."""
 
     def setUp(self):
         self.client = EmbeddedPlacement()
@@ -120,47 +120,86 @@ class ReconcileGuard(unittest.TestCase):
         self.client.put_allocations(self.inst, AllocationWrite(
             allocs, "p", "u", None, "INSTANCE"))
 
-    def _state(self):
+    def _state(self, host=None):
         # a reverted same-host resize: the live flavor is the old one
-        return InstanceState(self.inst, self.host, self.old, "p", "u",
+        return InstanceState(self.inst, host or self.host, self.old, "p", "u",
                              (MoveState(self.mig, "", "", {}, {}, False),))
 
-    def test_trims_to_the_live_flavor(self):
-        self._hold({self.host: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 100}})
-        fixes = nova_reconcile.reconcile(self.client, [self._state()])
-        self.assertEqual([True], [f.applied for f in fixes])
-        self.assertEqual({self.host: self.old},
-                         self.client.get_consumer(self.inst).allocations)
-
-    def test_leaves_foreign_classes_alone(self):
+    def test_trims_to_the_live_flavor_keeping_foreign_classes(self):
         self.client.create_resource_class("CUSTOM_PORT_BW")
         gen, invs = self.client.get_inventories(self.host)
         invs = dict(invs)
         invs["CUSTOM_PORT_BW"] = Inventory(1000)
         self.client.set_inventories(self.host, gen, invs)
-        held = {self.host: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 100,
-                            "CUSTOM_PORT_BW": 10}}
-        self._hold(held)
-        fixes = nova_reconcile.reconcile(self.client, [self._state()])
-        self.assertEqual(1, len(fixes))
-        self.assertFalse(fixes[0].applied)
-        self.assertIn("CUSTOM_PORT_BW", fixes[0].error)
-        self.assertEqual(held, self.client.get_consumer(self.inst).allocations)
+        self._hold({self.host: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 100,
+                                "CUSTOM_PORT_BW": 10}})
+        fix = Reconciler(self.client).reconcile_one(self._state())
+        self.assertTrue(fix.applied)
+        self.assertEqual({self.host: dict(self.old, CUSTOM_PORT_BW=10)},
+                         self.client.get_consumer(self.inst).allocations)
 
-    def test_dry_run_writes_nothing(self):
-        held = {self.host: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 100}}
-        self._hold(held)
-        fixes = nova_reconcile.reconcile(self.client, [self._state()], apply=False)
-        self.assertEqual([False], [f.applied for f in fixes])
-        self.assertEqual(held, self.client.get_consumer(self.inst).allocations)
+    def test_a_plan_that_fails_is_returned_not_raised(self):
+        gone = str(uuid.uuid4())
+        fix = Reconciler(self.client).reconcile_one(self._state(gone))
+        self.assertFalse(fix.applied)
+        self.assertIn(gone, fix.error)
 
 
-class ReconcileWindow(unittest.TestCase):
+class ResizeNotifications(unittest.TestCase):
 
-    def test_first_run_looks_back_a_day_then_overlaps(self):
-        now = nova_reconcile.utcnow()
-        later = now + nova_reconcile.FIRST_LOOKBACK
-        self.assertEqual(now - nova_reconcile.FIRST_LOOKBACK,
-                         nova_reconcile.reconcile_since(now, None))
-        self.assertEqual(now - nova_reconcile.OVERLAP,
-                         nova_reconcile.reconcile_since(later, now))
+    def test_resize_end_events_wake_the_reconcile(self):
+        from scheduler_ext.moves.tracker import ReconcileTracker
+        from scheduler_ext.nova import notifications
+        tracker = ReconcileTracker()
+        endpoint = notifications.ResizeEndedEndpoint(tracker)
+        payload = {"nova_object.data": {"uuid": "u-1"}}
+        endpoint.info({}, "compute.host1", "instance.resize_revert.end",
+                      payload, {})
+        endpoint.error({}, "compute.host1", "instance.resize.error",
+                       {"nova_object.data": {"uuid": "u-2"}}, {})
+        self.assertTrue(tracker.woken_event.is_set())
+        self.assertEqual({"u-1", "u-2"}, set(tracker.work({})))
+        rule = notifications.ResizeEndedEndpoint.filter_rule
+        for event in notifications.EVENTS:
+            self.assertTrue(rule.match({}, "p", event, {}, payload), event)
+        self.assertFalse(rule.match({}, "p", "instance.resize.start", {},
+                                    payload))
+
+
+class ReportClientAdapterTests(unittest.TestCase):
+    """Our placement client rides nova's report client."""
+
+    def test_verbs_and_global_request_id(self):
+        from nova import context as nova_context
+        from scheduler_ext.nova import placement_client
+        calls = []
+
+        class Report:
+            def get(self, url, version=None, global_request_id=None):
+                calls.append(("GET", url, version, global_request_id))
+
+            def put(self, url, data, version=None, global_request_id=None):
+                calls.append(("PUT", url, data, version, global_request_id))
+
+        ctxt = nova_context.RequestContext("u", "p", is_admin=True,
+                                           overwrite=True,
+                                           global_request_id="req-" + "a" * 36)
+        adapter = placement_client.ReportClientAdapter(Report())
+        adapter.request("/x", "GET", microversion="1.36", raise_exc=False)
+        adapter.request("/y", "PUT", json={"a": 1}, microversion="1.39")
+        self.assertEqual([("GET", "/x", "1.36", ctxt.global_id),
+                          ("PUT", "/y", {"a": 1}, "1.39", ctxt.global_id)],
+                         calls)
+
+    def test_auth_failure_is_a_typed_error(self):
+        from keystoneauth1 import exceptions as ks_exc
+        from scheduler_ext import errors
+        from scheduler_ext.nova import placement_client
+
+        class Report:
+            def get(self, url, version=None, global_request_id=None):
+                raise ks_exc.Unauthorized("token expired")
+
+        client = placement_client.from_report_client(Report())
+        with self.assertRaises(errors.PlacementUnavailable):
+            client.get_consumer(str(uuid.uuid4()))

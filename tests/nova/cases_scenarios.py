@@ -7,7 +7,9 @@ Allocations are checked at every step against the table in README.rst
 ("Move allocations"): on a same-host pick the instance holds the per-class
 maximum of old and new flavor and the migration nothing; on another host
 the migration keeps the old flavor on the source and the instance holds the
-new one on the destination; the periodic reconcile trims what is left over.
+new one on the destination; the reconcile trims what is left over. The loop is stopped in these
+classes (``reconcile_loop = False``) so that the states between a move's end
+and its reconcile can be looked at; ``ReconcileLoop`` runs it.
 """
 
 import time
@@ -15,7 +17,7 @@ import time
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova.compute import instance_actions
-from nova import context as nova_context
+import nova.conf as nova_conf
 from nova import test
 from nova.tests import fixtures as nova_fixtures
 from nova.tests.functional import integrated_helpers
@@ -27,6 +29,7 @@ from tests.nova.harness import (Bug1790204Flavors, PasteConfigMixin,
 
 class NovaBug1790204(SchedulerExtMixin, Bug1790204Flavors,
                      test_bug_1790204.ResizeSameHostDoubledAllocations):
+    reconcile_loop = False
     """nova's own regression test class for bug 1790204 (one
     SmallFakeDriver host: VCPU 2, MEMORY_MB 8192, DISK_GB 1028; flavor
     1 vCPU / 2048 MB / 1028 GB resized to 2 vCPU / 2048 MB / 1028 GB with
@@ -63,63 +66,68 @@ class NovaBug1790204(SchedulerExtMixin, Bug1790204Flavors,
 
     def test_resize_same_host_revert_then_reconcile(self):
         """Revert: nova finds nothing on the migration and writes nothing;
-        the periodic reconcile leaves exactly flavor1."""
+        the reconcile leaves exactly flavor1."""
         flavor1, flavor2, rp, server, migration = self._resized()
         self._revert_resize(server)
         self.assertHolds(server["id"],
                          {rp: self.flavor_resources(flavor1, flavor2)})
-        fixes = self.reconcile()
-        self.assertEqual([True], [f.applied for f in fixes])
+        self.assertReconciled(self.reconcile(), server["id"])
         self.assertHolds(server["id"], {rp: self.flavor_resources(flavor1)})
         self.assertHolds(migration, {})
         self.assertUsage(rp, self.flavor_resources(flavor1))
-        self.assertEqual([], self.reconcile())
         self._delete_and_check_allocations(server)
 
-    def test_periodic_task_registered_with_interval(self):
-        manager = self.scheduler_service.manager
-        self.assertEqual(600, manager._periodic_spacing["reconcile_moves"])
-        self.assertIn("reconcile_moves",
-                      [name for name, _ in manager._periodic_tasks])
-
-    def _restart_scheduler(self, interval):
-        self.flags(reconcile_interval=interval, group="scheduler_ext")
-        self.scheduler_service.stop()
-        self.scheduler_service = self.start_service("scheduler")
-        return self.scheduler_service.manager
-
-    def test_interval_zero_disables_the_task(self):
-        manager = self._restart_scheduler(0)
-        self.assertNotIn("reconcile_moves",
-                         [name for name, _ in manager._periodic_tasks])
-
     def test_placement_unreachable_gives_no_valid_host(self):
-        """Our client cannot reach placement (nothing listens there): the
-        boot fails with NoValidHost, as with nova's own scheduler, not with
-        an error of the scheduler service."""
-        self.scheduler_service.stop()
-        self.scheduler_service = self.start_service("scheduler")
-        self.flags(endpoint="http://127.0.0.1:9/placement", group="placement")
+        """nova's report client cannot reach placement (the fixture's
+        requests fail to connect): the boot fails with NoValidHost, as with
+        nova's own scheduler, not with an error of the scheduler service."""
+        from keystoneauth1 import exceptions as ks_exc
+
+        def unreachable(*args, **kwargs):
+            raise ks_exc.ConnectFailure("placement unreachable")
+
         flavor1, _ = self._flavors()
+        for verb in ("get", "put", "post", "delete"):
+            self.stub_out("nova.scheduler.client.report."
+                          f"SchedulerReportClient.{verb}", unreachable)
         req = self._build_server(
             image_uuid="155d900f-4e14-4e4c-a73d-069cbf4541e6",
             flavor_id=flavor1["id"], networks="none")
         server = self._wait_for_state_change(
             self.api.post_server({"server": req}), "ERROR")
-        self.assertEqual("No valid host was found. The placement service is "
-                         "unavailable.", server["fault"]["message"])
+        self.assertIn("No valid host was found", server["fault"]["message"])
 
-    def test_revert_trimmed_by_nova_running_the_periodic_task(self):
-        """The same revert, the reconcile run by oslo.service's periodic
-        task runner (what the service's timer calls), 1 s interval."""
-        manager = self._restart_scheduler(1)
-        flavor1, flavor2, rp, server, migration = self._resized()
+
+class ReconcileLoop(SchedulerExtMixin, Bug1790204Flavors,
+                    test_bug_1790204.ResizeSameHostDoubledAllocations):
+    """The service's own reconcile loop (as a deployment runs it)."""
+
+    test_resize_same_host_full_allocations = None   # nova's, asserts the bug
+
+    def test_loop_runs_with_the_configured_interval(self):
+        ext = self.scheduler_service.manager.ext
+        self.assertEqual(3, nova_conf.CONF.scheduler_ext.reconcile_interval)
+        self.assertTrue(ext._thread is not None and ext._thread.is_alive())
+
+    def test_interval_zero_disables_the_loop(self):
+        self.flags(reconcile_interval=0, group="scheduler_ext")
+        self.scheduler_service.stop()
+        self.scheduler_service = self.start_service("scheduler")
+        self.assertIsNone(self.scheduler_service.manager.ext._thread)
+
+    def test_revert_trimmed_by_the_loop(self):
+        """A same-host revert is trimmed to flavor1 by the loop alone."""
+        flavor1, flavor2 = self._flavors()
+        rp = self._get_provider_uuid_by_host(uuids.host)
+        server = self._boot_and_check_allocations(flavor1, uuids.host)
+        server = self._resize_server(server, flavor2["id"])
         self._revert_resize(server)
-        time.sleep(1.1)
-        manager.run_periodic_tasks(nova_context.get_admin_context(),
-                                   raise_on_error=True)
-        self.assertHolds(server["id"], {rp: self.flavor_resources(flavor1)})
-        self.assertHolds(migration, {})
+        want = {rp: self.flavor_resources(flavor1)}
+        deadline = time.monotonic() + 60
+        while self.allocations_of(server["id"]) != want and \
+                time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertHolds(server["id"], want)
         self.assertUsage(rp, self.flavor_resources(flavor1))
 
 
@@ -137,6 +145,7 @@ class StockNovaBug1790204(PasteConfigMixin,
 
 class _TwoHosts(SchedulerExtMixin, integrated_helpers.ProviderUsageBaseTestCase):
     compute_driver = "fake.MediumFakeDriver"
+    reconcile_loop = False
 
     def setUp(self):
         super().setUp()
@@ -203,8 +212,7 @@ class SameHostPrepResizeFailureReschedules(_TwoHosts):
         self.assertHolds(server["id"], {self.rp2: self.f2})
         self.assertHolds(migration, {self.rp1: self.both})
         # reconcile trims the migration to what a revert must restore
-        fixes = self.reconcile()
-        self.assertEqual([True], [f.applied for f in fixes])
+        self.assertReconciled(self.reconcile(), server["id"])
         self.assertHolds(migration, {self.rp1: self.f1})
         self.assertHolds(server["id"], {self.rp2: self.f2})
         self.assertUsage(self.rp1, self.f1)
@@ -217,7 +225,7 @@ class SameHostPrepResizeFailureReschedules(_TwoHosts):
         self.assertHolds(server["id"], {self.rp2: self.f2})
         self.assertHolds(migration, {})
         self.assertUsage(self.rp1, {})
-        self.assertEqual([], self.reconcile())
+        self.assertReconciled(self.reconcile())
         self._delete_and_check_allocations(server)
 
     def test_revert(self):
@@ -226,7 +234,7 @@ class SameHostPrepResizeFailureReschedules(_TwoHosts):
         self.assertHolds(server["id"], {self.rp1: self.f1})
         self.assertHolds(migration, {})
         self.assertUsage(self.rp2, {})
-        self.assertEqual([], self.reconcile())
+        self.assertReconciled(self.reconcile())
         self._delete_and_check_allocations(server)
 
 
@@ -264,7 +272,7 @@ class OnlySourceFits(_TwoHosts):
         # larger of both until the reconcile trims it (a decrease)
         self.assertHolds(server["id"], {self.rp1: self.both})
         self.assertHolds(migration, {})
-        self.assertEqual([True], [f.applied for f in self.reconcile()])
+        self.assertReconciled(self.reconcile(), server["id"])
         self.assertHolds(server["id"], {self.rp1: self.f2})
         self.assertHolds(migration, {})
         self.assertUsage(self.rp1, {rc: self.f2[rc] + blocker[rc]

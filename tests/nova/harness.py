@@ -10,14 +10,13 @@ import site
 import sys
 import sysconfig
 
-from keystoneauth1 import loading as ks_loading
 from nova import context as nova_context
 import nova.conf
 
-# numpy calls os.uname() when first imported, which nova's test fixtures
-# forbid inside a test: import the driver and its engine up front
-import scheduler_ext.sources.engine  # noqa: F401
-import scheduler_ext.driver  # noqa: F401
+# what a deployment's service start does before any request: import the
+# manager (and with it numpy, the engine and the driver). nova's fixtures
+# forbid os.uname(), which numpy calls on import, inside a test.
+import scheduler_ext.nova.manager  # noqa: F401
 
 MANAGER = "scheduler_ext.nova.manager.SchedulerManager"
 CONF = nova.conf.CONF
@@ -46,35 +45,40 @@ class PasteConfigMixin:
 
 
 class SchedulerExtMixin(PasteConfigMixin):
-    """Every scheduler service of the test runs scheduler-ext's manager.
-
-    Our placement client is configured through nova.conf's ``[placement]``
-    options only, the way a deployment configures it: keystoneauth's
-    ``admin_token`` plugin with the placement fixture's (intercepted)
-    endpoint and the ``admin`` token of placement's noauth2 middleware.
-    """
+    """Every scheduler service of the test runs scheduler-ext's manager,
+    configured exactly as nova's harness configures nova's: our service
+    reaches placement through the report client nova builds (which the
+    harness points at its placement fixture), nothing else is set."""
 
     scheduler_manager = MANAGER
+    #: False in our own scenario tests that look at the states between a
+    #: move's end and its reconcile (they call ``reconcile`` themselves)
+    reconcile_loop = True
 
     def start_service(self, name, host=None, cell_name=None, **kwargs):
         if name == "scheduler" and self.scheduler_manager:
             kwargs.setdefault("manager", self.scheduler_manager)
-            self._point_placement()
-        return super().start_service(name, host=host, cell_name=cell_name,
-                                     **kwargs)
-
-    def _point_placement(self):
-        opts = [o._to_oslo_opt() for o in
-                ks_loading.get_plugin_loader("admin_token").get_options()]
-        CONF.register_opts(opts, group="placement")
-        self.flags(auth_type="admin_token", token="admin", group="placement",
-                   endpoint=self.placement.fixture.endpoint)
+        svc = super().start_service(name, host=host, cell_name=cell_name,
+                                    **kwargs)
+        if name == "scheduler" and self.scheduler_manager and \
+                not self.reconcile_loop:
+            manager = svc.manager
+            owner = manager if hasattr(manager, "ext") else manager.driver
+            owner.ext.stop_reconcile()
+        return svc
 
     def reconcile(self):
-        """One run of the scheduler's periodic reconcile task."""
+        """One reconcile run now (what the service's loop runs); the
+        outcome per instance worked on."""
         manager = self.scheduler_service.manager
         owner = manager if hasattr(manager, "reconcile_moves") else manager.driver
         return owner.reconcile_moves(nova_context.get_admin_context())
+
+    def assertReconciled(self, outcomes, *instances):
+        """Every instance named was worked on and fully reconciled."""
+        for uuid in instances:
+            self.assertEqual("done", outcomes.get(uuid), outcomes)
+        self.assertNotIn("retry", set(outcomes.values()), outcomes)
 
     def boot_on(self, flavor_id, host):
         """Boot a server on ``host`` (other hosts may be in use)."""

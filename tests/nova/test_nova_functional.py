@@ -6,29 +6,33 @@ nova's scheduler manager. The nova TestCase classes live in the
 ``cases_*`` modules and run once per session under subunit in worker
 subprocesses (``nova_run``); each test below asserts on a part of that run.
 
-Skipped when nova is not installed (``pip install -e '.[test]'`` installs
-it; ``.[nova]`` alone installs what these tests need on top of the package).
+A missing nova FAILS these tests (``pip install -e '.[test]'`` installs
+it; ``.[nova]`` alone installs what they need on top of the package).
+
+``SCHEDULER_EXT_NOVA_MOVES=0`` leaves nova's own move suite out (it takes
+most of the run's time); the default runs it.
 """
 
 import importlib.util
+import json
 import os
+import pathlib
+import statistics
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
-if importlib.util.find_spec("nova") is None or \
-        importlib.util.find_spec("subunit") is None:
-    pytest.skip("nova 34 and python-subunit are not installed "
-                "(pip install -e '.[test]')", allow_module_level=True)
+from tests.nova import nova_run
+from tests.nova.known_differences import KNOWN_DIFFERENCES
 
-from tests.nova import nova_run  # noqa: E402
-
-OURS = "tests.nova.cases_moving.ServerMovingTestsSchedulerExt"
-STOCK = "tests.nova.cases_moving.ServerMovingTestsStock"
+MOVING = "tests.nova.cases_moving"
 TARGETS = ["tests.nova.cases_adapter", "tests.nova.cases_scenarios",
            "tests.nova.cases_audit",
-           "tests.nova.cases_nova22", OURS, STOCK]
+           "tests.nova.cases_nova22", "tests.nova.cases_window"]
+if os.environ.get("SCHEDULER_EXT_NOVA_MOVES", "1") != "0":
+    TARGETS.append(MOVING)
 #: worker processes (2 on the CI machine); SCHEDULER_EXT_NOVA_WORKERS overrides
 WORKERS = int(os.environ.get("SCHEDULER_EXT_NOVA_WORKERS",
                              min(2, os.cpu_count() or 1)))
@@ -36,11 +40,39 @@ WORKERS = int(os.environ.get("SCHEDULER_EXT_NOVA_WORKERS",
 SUMMARY: list[str] = []
 
 
+WINDOWS: list[dict] = []
+
+
+def test_nova_is_installed():
+    """nova 34 and python-subunit are part of the test extra: their
+    absence is a failure of the test command, not a skip."""
+    missing = [m for m in ("nova", "subunit")
+               if importlib.util.find_spec(m) is None]
+    assert not missing, (f"{missing} not installed: pip install -e '.[test]'")
+
+
 @pytest.fixture(scope="module")
 def nova_results():
+    test_nova_is_installed()
     ids = nova_run.list_tests(TARGETS)
     assert ids, "no nova test found"
-    results, seconds = nova_run.run_tests(ids, workers=WORKERS)
+    window_file = pathlib.Path(tempfile.mkdtemp()) / "windows.jsonl"
+    os.environ["SCHEDULER_EXT_WINDOW_FILE"] = str(window_file)
+    moving = [i for i in ids if i.startswith(MOVING + ".")]
+    results, seconds = nova_run.run_tests(
+        [i for i in ids if i not in set(moving)], workers=WORKERS)
+    if moving:
+        more, more_seconds = nova_run.run_isolated(moving, workers=WORKERS)
+        results.update(more)
+        seconds += more_seconds
+    if window_file.exists():
+        WINDOWS.extend(json.loads(line) for line in
+                       window_file.read_text().splitlines())
+    for kind in sorted({w["kind"] for w in WINDOWS}):
+        got = [w["seconds"] for w in WINDOWS if w["kind"] == kind]
+        SUMMARY.append(f"over-hold window after a same-host {kind}: "
+                       f"p50 {statistics.median(got):.2f} s, max "
+                       f"{max(got):.2f} s ({len(got)} moves)")
     by_class: dict[str, list] = {}
     for r in results.values():
         by_class.setdefault(r.cls, []).append(r)
@@ -69,10 +101,10 @@ def _assert_all_pass(results, cls, at_least=1):
 
 
 def test_adapter_units(nova_results):
-    """RequestSpec -> placement query -> ScheduleRequest; the reconcile's
-    guard and look-back window."""
-    for cls in ("ParseQuery", "MovedElsewhere", "ReconcileGuard",
-                "ReconcileWindow"):
+    """RequestSpec -> placement query -> ScheduleRequest; the reconcile
+    rules, tracker and notification endpoint; the report-client adapter."""
+    for cls in ("ParseQuery", "MovedElsewhere", "ReconcileRules",
+                "ResizeNotifications", "ReportClientAdapterTests"):
         _assert_all_pass(nova_results, cls)
 
 
@@ -80,7 +112,8 @@ def test_bug_1790204_resize_reaches_verify_resize(nova_results):
     """nova's own bug scenario: VERIFY_RESIZE; confirm leaves exactly
     flavor2; revert leaves exactly flavor1 once the periodic reconcile has
     run; the migration consumer holds nothing."""
-    _assert_all_pass(nova_results, "NovaBug1790204", at_least=6)
+    _assert_all_pass(nova_results, "NovaBug1790204", at_least=3)
+    _assert_all_pass(nova_results, "ReconcileLoop", at_least=3)
 
 
 def test_nova_regression_test_asserts_the_bug(nova_results):
@@ -119,19 +152,50 @@ def test_nova_22_driver_contract(nova_results):
     _assert_all_pass(nova_results, "Nova22Contract", at_least=3)
 
 
-def test_server_moving_tests_pass_as_with_stock_nova(nova_results):
-    """nova's ServerMovingTests with our manager: every test nova's own
-    scheduler passes passes too."""
-    ours = _of(nova_results, OURS.rsplit(".", 1)[1])
-    stock = _of(nova_results, STOCK.rsplit(".", 1)[1])
-    assert len(ours) >= 50 and set(ours) == set(stock)
-    stock_passed = {n for n, r in stock.items() if r.status == "success"}
-    regressions = {n: r for n, r in ours.items()
-                   if n in stock_passed and r.status != "success"}
-    assert not regressions, "\n\n".join(
-        f"{n}: {r.status}\n{r.details[-6000:]}" for n, r in regressions.items())
-    assert len(stock_passed) >= 50, sorted(
-        n for n, r in stock.items() if r.status != "success")
+def _pairs(results):
+    """{(nova class, test name): (ours, stock)} of nova's move suite."""
+    pairs: dict = {}
+    for r in results.values():
+        if not r.test_id.startswith(MOVING + "."):
+            continue
+        side, _, base = r.cls.partition("__")
+        slot = pairs.setdefault((base, r.name), [None, None])
+        slot[0 if side == "Ours" else 1] = r
+    return pairs
+
+
+@pytest.mark.skipif(MOVING not in TARGETS, reason="SCHEDULER_EXT_NOVA_MOVES=0")
+def test_nova_move_suite_unchanged_differs_only_where_documented(nova_results):
+    """nova's ServerMovingTests, test_cold_migrate, reschedule tests and
+    move regressions, unchanged, with our manager and with nova's: every
+    test nova's scheduler passes passes with ours, except those listed
+    (with the reason) in ``known_differences`` and README.rst; and every
+    listed one really differs (the list is not stale)."""
+    pairs = _pairs(nova_results)
+    assert len(pairs) >= 100, f"only {len(pairs)} nova move tests ran"
+    lost = {k: v for k, v in pairs.items() if None in v}
+    assert not lost, f"tests without a pair: {sorted(lost)}"
+    differ = {f"{base}.{name}": ours for (base, name), (ours, stock)
+              in pairs.items()
+              if stock.status == "success" and ours.status != "success"}
+    SUMMARY.append(
+        f"nova's move suite: {len(pairs)} tests; stock passes "
+        f"{sum(s.status == 'success' for _, s in pairs.values())}, ours "
+        f"{sum(o.status == 'success' for o, _ in pairs.values())}; "
+        f"{len(differ)} pass with stock only: {sorted(differ)}")
+    unexplained = sorted(set(differ) - set(KNOWN_DIFFERENCES))
+    assert not unexplained, "\n\n".join(
+        f"{n}: {differ[n].status}\n{differ[n].details[-6000:]}"
+        for n in unexplained)
+    stale = sorted(set(KNOWN_DIFFERENCES) - set(differ))
+    assert not stale, f"listed as differing but passing with ours: {stale}"
+
+
+def test_over_hold_window_measured(nova_results):
+    """The window after a same-host confirm, revert and failure was
+    measured in nova's harness (figures in the summary)."""
+    _assert_all_pass(nova_results, "OverHoldWindow", at_least=3)
+    assert {w["kind"] for w in WINDOWS} == {"confirm", "revert", "failure"}
 
 
 def test_service_command_parses_nova_arguments():
@@ -144,4 +208,5 @@ def test_service_command_parses_nova_arguments():
          "sys.argv = ['scheduler-ext-nova-scheduler', '--version']; cmd.main()"],
         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "34.0.0" in out.stdout + out.stderr
+    from importlib import metadata
+    assert metadata.version("nova") in out.stdout + out.stderr
