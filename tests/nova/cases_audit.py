@@ -22,12 +22,12 @@ from nova.tests import fixtures as nova_fixtures
 from nova.tests.functional import integrated_helpers
 
 from scheduler_ext.cmd import audit, main as cli
-from tests.nova.harness import SchedulerExtMixin
+from tests.nova.harness import OurCases
 
 SHARES = "MISC_SHARES_VIA_AGGREGATE"
 
 
-class AuditReadsNova(SchedulerExtMixin,
+class AuditReadsNova(OurCases,
                      integrated_helpers.ProviderUsageBaseTestCase):
     compute_driver = "fake.MediumFakeDriver"
 

@@ -35,7 +35,7 @@ import nova.scheduler
 from nova import servicegroup
 from nova.tests.functional.regressions import test_bug_1790204
 
-from tests.nova.harness import Bug1790204Flavors, SchedulerExtMixin
+from tests.nova.harness import Bug1790204Flavors, OurCases
 
 
 def install_standin_base():
@@ -105,7 +105,7 @@ class VictoriaManager(nova_manager.SchedulerManager):
         return selections
 
 
-class Nova22Contract(SchedulerExtMixin, Bug1790204Flavors,
+class Nova22Contract(OurCases, Bug1790204Flavors,
                      test_bug_1790204.ResizeSameHostDoubledAllocations):
     """nova's bug 1790204 scenario through the 22.x contract."""
 

@@ -23,11 +23,11 @@ from nova.tests import fixtures as nova_fixtures
 from nova.tests.functional import integrated_helpers
 from nova.tests.functional.regressions import test_bug_1790204
 
-from tests.nova.harness import (Bug1790204Flavors, PasteConfigMixin,
-                                SchedulerExtMixin)
+from tests.nova.harness import (Bug1790204Flavors, OurCases,
+                                PasteConfigMixin, SchedulerExtMixin)
 
 
-class NovaBug1790204(SchedulerExtMixin, Bug1790204Flavors,
+class NovaBug1790204(OurCases, Bug1790204Flavors,
                      test_bug_1790204.ResizeSameHostDoubledAllocations):
     reconcile_loop = False
     """nova's own regression test class for bug 1790204 (one
@@ -98,7 +98,7 @@ class NovaBug1790204(SchedulerExtMixin, Bug1790204Flavors,
         self.assertIn("No valid host was found", server["fault"]["message"])
 
 
-class ReconcileLoop(SchedulerExtMixin, Bug1790204Flavors,
+class ReconcileLoop(OurCases, Bug1790204Flavors,
                     test_bug_1790204.ResizeSameHostDoubledAllocations):
     """The service's own reconcile loop (as a deployment runs it)."""
 
@@ -143,7 +143,7 @@ class StockNovaBug1790204(PasteConfigMixin,
     """The same, with nova's own scheduler: passes (the bug is there)."""
 
 
-class _TwoHosts(SchedulerExtMixin, integrated_helpers.ProviderUsageBaseTestCase):
+class _TwoHosts(OurCases, integrated_helpers.ProviderUsageBaseTestCase):
     compute_driver = "fake.MediumFakeDriver"
     reconcile_loop = False
 

@@ -26,7 +26,7 @@ from nova import objects
 from nova import test
 from nova.tests.functional import integrated_helpers
 
-from tests.nova.harness import SchedulerExtMixin
+from tests.nova.harness import OurCases
 
 ROUNDS = int(os.environ.get("SCHEDULER_EXT_WINDOW_ROUNDS", "5"))
 POLL = 0.05
@@ -34,7 +34,7 @@ POLL = 0.05
 DEADLINE = 120.0
 
 
-class OverHoldWindow(SchedulerExtMixin,
+class OverHoldWindow(OurCases,
                      integrated_helpers.ProviderUsageBaseTestCase):
     compute_driver = "fake.MediumFakeDriver"
 
