@@ -30,6 +30,8 @@ from scheduler_ext.lab.tally import IndexedSet, Tally
 from scheduler_ext.moves.reconcile import Reconciler
 from scheduler_ext.placement import EmbeddedPlacement, Inventory, PlacementClient
 from scheduler_ext.placement.client import ChangeFeed
+from scheduler_ext.sources.changes import FeedChanges
+from scheduler_ext.sources.fleet_view import FleetView
 
 FLAVORS = {
     "small": {"VCPU": 2, "MEMORY_MB": 4096, "DISK_GB": 40},
@@ -126,6 +128,15 @@ class Run:
         drv = se_driver.SchedulerDriver(self.client, se_driver.make_conf(
             move_strategy=strategy))
         self.model.scheduler = drv.select_destinations
+        view = getattr(drv.source, "view", None)
+        if isinstance(view, FleetView) and not isinstance(view.source, FeedChanges):
+            # a real placement hides decreases from the view's poll (see
+            # sources.fleet_view); runs compared decision for decision
+            # across backends need the exact view each time
+            def select(*args: Any, **kwargs: Any) -> Any:
+                view.reread()
+                return drv.select_destinations(*args, **kwargs)
+            self.model.scheduler = select
         self.exact = strategy == "same_host"
 
     def attempt(self, op: str, fn: Callable, *a: Any) -> Any:

@@ -145,6 +145,9 @@ class SameHostMoveStrategy:
         it goes elsewhere), ``released`` what the view may treat as free on
         the source."""
         choices, pool = self._choices(source, request, released, limit)
+        if not choices and source.recheck(request.query, limit,
+                                          _recheck_also(request, released)):
+            choices, pool = self._choices(source, request, released, limit)
         if not choices:
             raise errors.NoValidHost(
                 f"instance {instance}: no host fits {dict(request.resources)}"
@@ -246,3 +249,12 @@ class StockMoveStrategy(SameHostMoveStrategy):
     new flavor on top of them."""
 
     release = False
+
+
+def _recheck_also(request: ScheduleRequest,
+                  released: Allocations | None) -> list[str]:
+    """What a recheck re-reads besides placement's candidates: a move's
+    source and the providers of its old allocations."""
+    if request.move is None:
+        return []
+    return [request.move.source_root, *(released or ())]

@@ -61,24 +61,32 @@ class SchedulerManager(nova_manager.SchedulerManager):
                 CONF, self.ext.tracker)
 
     def _stop_reconcile(self) -> None:
-        """Signal the loop and the listener to stop, without waiting: a
-        reconcile run in flight ends on its own (each of its writes is one
-        atomic, generation-guarded write), and nova's own shutdown steps
-        are not delayed."""
+        """Signal the loop to stop, without waiting: a reconcile run in
+        flight ends on its own (each of its writes is one atomic,
+        generation-guarded write), and nova's own shutdown steps are not
+        delayed."""
+        self.ext.stop_reconcile(timeout=0)
+
+    def _stop_listener(self) -> None:
+        """Stop the notification listener (about 50 ms: oslo.messaging
+        waits for its poll). Done after nova's own shutdown step, which must
+        not wait for it (nova's functional harness patches the process-wide
+        executor shutdown only for as long as a service's own stop takes)."""
         listener, self._listener = self._listener, None
         if listener is not None:
             listener.stop()
-        self.ext.stop_reconcile(timeout=0)
 
     def graceful_shutdown(self, timeout):
         """nova 2025.2+ stops a service's manager through this hook."""
         self._stop_reconcile()
         super().graceful_shutdown(timeout)
+        self._stop_listener()
 
     def cleanup_host(self):
         """Older releases stop a service's manager through this hook."""
         self._stop_reconcile()
         super().cleanup_host()
+        self._stop_listener()
 
     # ------------------------------------------------------------- RPC API
     @messaging.expected_exceptions(exception.NoValidHost)

@@ -76,6 +76,13 @@ class CandidateSource(Protocol):
     def changed(self, providers: Iterable[str]) -> None:
         """The allocations on these providers were (maybe) written."""
 
+    def recheck(self, query: CandidateRequest, limit: int,
+                also: Iterable[str] = ()) -> bool:
+        """No usable candidate was found: bring what may have freed room
+        for ``query`` (and the providers ``also`` names) up to date. True
+        when something was re-read and asking again may answer
+        differently."""
+
 
 class Ranking(Protocol):
     """One call's outer ranking of candidates (nova's host filters and
@@ -111,6 +118,10 @@ class RankedSource:
 
     def changed(self, providers: Iterable[str]) -> None:
         self.inner.changed(providers)
+
+    def recheck(self, query: CandidateRequest, limit: int,
+                also: Iterable[str] = ()) -> bool:
+        return self.inner.recheck(query, limit, also)
 
     def candidates(self, query: CandidateRequest, *,
                    limit: int) -> list[Candidate]:

@@ -37,6 +37,10 @@ class EngineCandidateSource:
     def changed(self, providers: Iterable[str]) -> None:
         self.view.changed(providers)
 
+    def recheck(self, query: CandidateRequest, limit: int,
+                also: Iterable[str] = ()) -> bool:
+        return self.view.recheck(query, limit, also)
+
     # --------------------------------------------------------- candidates
     def candidates(self, query: CandidateRequest, *, limit: int) -> list[Candidate]:
         choices = self.index.select(

@@ -18,7 +18,9 @@ Three paths write the index, each with its own rule:
 So the view may be conservative (count usage placement has already freed)
 until the next re-read, and is optimistic only where a change hid from the
 poll; a claim placement refuses re-reads the provider (``changed``), so no
-provider stays optimistic past one failed claim.
+provider stays optimistic past one failed claim. A conservative view never
+says "no host" on its own: when it finds none, ``recheck`` re-reads the
+providers placement would offer and the engine looks again.
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ from oslo_log import log as logging
 from scheduler_ext import errors
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.placement import PlacementClient
+from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.placement.sql_snapshot import OPTION, SqlSnapshot
-from scheduler_ext.placement.client import ChangeFeed
+from scheduler_ext.placement.client import CandidatesEndpoint, ChangeFeed
 from scheduler_ext.sources.changes import (ApiChanges, Changes, ChangeSource,
                                            FeedChanges)
 from scheduler_ext.sources.sql_changes import SqlChanges
@@ -87,7 +90,7 @@ class FleetView:
         self._reread_lock = threading.Lock()   # one background re-read
         self._touched: set[str] | None = None  # written during a re-read
         self.stats = {"polls": 0, "polled_providers": 0, "rereads": 0,
-                      "fallbacks": 0, "last_poll_s": 0.0, "last_reread_s": 0.0}
+                      "fallbacks": 0, "rechecks": 0, "last_poll_s": 0.0, "last_reread_s": 0.0}
         started = time.monotonic()
         snap = self._full_read(conf)
         self.full_read_s = time.monotonic() - started
@@ -148,6 +151,36 @@ class FleetView:
             return
         with self._lock:
             self._apply(self._guarded(lambda: self.source.read(wanted)))
+
+    def recheck(self, query: CandidateRequest, limit: int,
+                also: Iterable[str] = ()) -> bool:
+        """The view found no host for ``query``: before that answer stands,
+        re-read what a decrease the poll cannot see may have freed. That is
+        the providers of placement's first ``limit`` allocation candidates
+        for the query (one ``GET /allocation_candidates``, what stock nova
+        asks on every request) and ``also`` (a move's source and old
+        providers). True when anything was re-read. A change feed is exact
+        and a client without the candidates endpoint cannot be asked:
+        nothing to do (False). A placement error here is logged, not
+        raised: the view's own answer stands."""
+        if isinstance(self.source, FeedChanges):
+            return False
+        wanted = set(also)
+        if isinstance(self.client, CandidatesEndpoint):
+            try:
+                answer = self.client.allocation_candidates(
+                    query.replace(limit=limit).to_query())
+            except errors.SchedulerExtError as exc:
+                LOG.warning("fleet view: placement's allocation candidates "
+                            "for a recheck failed: %s", exc)
+            else:
+                for req in answer.get("allocation_requests", ()):
+                    wanted |= set(req.get("allocations", {}))
+        if not wanted:
+            return False
+        self.stats["rechecks"] += 1
+        self.changed(wanted)
+        return True
 
     def _apply(self, changes: Changes) -> None:
         for record in changes.records:

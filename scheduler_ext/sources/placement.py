@@ -64,6 +64,11 @@ class PlacementCandidateSource:
     def changed(self, providers: Iterable[str]) -> None:
         """Nothing is cached."""
 
+    def recheck(self, query: CandidateRequest, limit: int,
+                also: Iterable[str] = ()) -> bool:
+        """Placement's answer is always fresh: nothing to re-read."""
+        return False
+
     def _ask(self, query: CandidateRequest) -> tuple[list[Candidate], dict]:
         params = query.replace(limit=self.results).to_query()
         answer = self.client.allocation_candidates(params)

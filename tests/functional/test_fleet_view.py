@@ -222,3 +222,33 @@ def test_claim_refused_after_a_racing_write_is_counted_and_recovered(
         drv.select_destinations(ScheduleRequest(
             (str(uuid.UUID(int=5)),), CandidateRequest({"VCPU": 1}), "p", "u"))
     assert drv.strategy.stats["conflicts"] == 1
+
+
+def test_hidden_decrease_never_gives_no_valid_host(placement, client):
+    """Regression: allocations leaving a provider bump no generation, so the
+    api source's poll misses them (the sql source sees recent deletes in
+    its tail) and the view counts them until its re-read. When the
+    view then finds no host, it rechecks with placement's candidates
+    before saying NoValidHost: the freed host is found at once."""
+    small = {"VCPU": Inventory(2), "MEMORY_MB": Inventory(4096)}
+    hosts = [add_host(client, f"freed-{i}", small) for i in range(2)]
+    filler = [str(uuid.UUID(int=600 + i)) for i in range(2)]
+    for consumer, host in zip(filler, hosts):
+        client.put_allocations(consumer, AllocationWrite(
+            {host: {"VCPU": 2}}, "other", "other", None))
+    conf = se_driver.make_conf(snapshot_source="api", reread_interval=3600.0,
+                               max_alternates=0)
+    drv = se_driver.SchedulerDriver(client, conf)
+    view: FleetView = drv.source.view
+    request = ScheduleRequest((str(uuid.UUID(int=7)),),
+                              CandidateRequest({"VCPU": 1}), "p", "u")
+    with pytest.raises(errors.NoValidHost):
+        drv.select_destinations(request)
+    client.delete_allocations(filler[1])
+    view.refresh()
+    assert view.index.usage(hosts[1])["VCPU"] == 2     # still counted
+    chosen = drv.select_destinations(request)[0][0]
+    assert chosen.root == hosts[1]
+    assert view.stats["rechecks"] == 1    # placement offered nothing the first time
+    assert client.get_consumer(str(uuid.UUID(int=7))).allocations == \
+        {hosts[1]: {"VCPU": 1}}

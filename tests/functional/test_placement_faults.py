@@ -95,16 +95,21 @@ def test_409_storm_longer_than_the_retries_leaves_nothing(proxied):
     assert dump(direct) == before
 
 
-def test_consumer_generation_conflict_is_not_retried(proxied):
+def test_consumer_generation_conflict_retried_only_after_a_reread(proxied):
+    """A consumer-generation 409 is retried on the same host only after the
+    consumers were re-read and found unchanged, and at most
+    max_claim_attempts times; then nothing is left written."""
     client, proxy, direct = proxied
     small_host(direct)
     _, model = start(client)
     proxy.fail("POST", "/allocations", 409, code="placement.concurrent_update",
                detail="consumer generation conflict - expected 1 but got null",
                count=100)
-    with pytest.raises(errors.NoValidHost):
+    before = dump(direct)
+    with pytest.raises(errors.NoValidHost, match="every claim failed"):
         model.boot(FLAVOR1)
-    assert proxy.hits == 1       # one host, one claim attempt, no re-send
+    assert proxy.hits == 3       # max_claim_attempts (default 3)
+    assert dump(direct) == before
 
 
 def test_provider_deleted_under_a_cached_snapshot(real_client):

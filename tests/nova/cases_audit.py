@@ -37,6 +37,9 @@ class AuditReadsNova(OurCases,
             weights={"host1": 100, "host2": 10}))
         self.compute1 = self._start_compute(host="host1")
         self.compute2 = self._start_compute(host="host2")
+        # the damage below must stay until the audit sees it: no reconcile
+        # loop (it would repair the same-host resize within seconds)
+        self.flags(reconcile_interval=0, group="scheduler_ext")
         self.scheduler_service.stop()
         self.scheduler_service = self.start_service("scheduler")
         self.rp1 = self._get_provider_uuid_by_host("host1")

@@ -85,12 +85,17 @@ def _parse(stream: bytes) -> list[Result]:
     return results
 
 
+#: what a test fails with when an earlier test of its process had nova's
+#: process-wide executors shut down
+RACED = "shutdown has been started"
+
+
 def run_isolated(test_ids: list[str], workers: int = 2,
                  timeout: float = 3 * 3600) -> tuple[dict[str, Result], float]:
     """Each test in a process of its own (``workers`` at a time): nova 34's
     graceful service shutdown runs in a background thread and can shut the
     process-wide executors down after a test's fixtures are gone, failing
-    every later test of that process, ours or nova's."""
+    every later test of that process (``RACED``), ours or nova's."""
     started = time.monotonic()
     results: dict[str, Result] = {}
     for i in range(0, len(test_ids), workers):

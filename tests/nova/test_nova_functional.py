@@ -58,13 +58,7 @@ def nova_results():
     assert ids, "no nova test found"
     window_file = pathlib.Path(tempfile.mkdtemp()) / "windows.jsonl"
     os.environ["SCHEDULER_EXT_WINDOW_FILE"] = str(window_file)
-    moving = [i for i in ids if i.startswith(MOVING + ".")]
-    results, seconds = nova_run.run_tests(
-        [i for i in ids if i not in set(moving)], workers=WORKERS)
-    if moving:
-        more, more_seconds = nova_run.run_isolated(moving, workers=WORKERS)
-        results.update(more)
-        seconds += more_seconds
+    results, seconds = _run(ids)
     if window_file.exists():
         WINDOWS.extend(json.loads(line) for line in
                        window_file.read_text().splitlines())
@@ -86,6 +80,36 @@ def nova_results():
             f"{n} {s}" for s, n in sorted(counts.items()))
             + f"  ({sum(r.seconds for r in rs):.0f} s of test time)")
     return results
+
+
+def _stock_twin(test_id: str) -> str:
+    return test_id.replace(".Ours__", ".Stock__", 1)
+
+
+def _run(ids: list[str]) -> tuple[dict, float]:
+    """Run ``ids``; (results by id, seconds). nova's move tests with nova's
+    own scheduler (``Stock__``) run only where they decide something: for
+    the known differences, and for each test that fails with ours (one
+    that passes with ours cannot be a difference). A test whose process
+    had its executors shut down by an earlier test (nova 34's harness
+    races its graceful service shutdown) is run again alone."""
+    known = {f"{MOVING}.Stock__{k}" for k in KNOWN_DIFFERENCES}
+    first = [i for i in ids if ".Stock__" not in i or i in known]
+    results, seconds = nova_run.run_tests(first, workers=WORKERS)
+    later = [_stock_twin(i) for i, r in results.items()
+             if ".Ours__" in i and r.status != "success"]
+    later = [i for i in later if i in set(ids) and i not in results]
+    raced = [i for i, r in results.items()
+             if r.status != "success" and nova_run.RACED in r.details]
+    if later or raced:
+        more, more_seconds = nova_run.run_isolated(later + raced,
+                                                   workers=WORKERS)
+        results.update(more)
+        seconds += more_seconds
+    SUMMARY.append(f"nova harness: {len(raced)} test(s) re-run alone after "
+                   f"an executor shutdown race; {len(later)} stock twin(s) "
+                   "run for tests failing with ours")
+    return results, seconds
 
 
 def _of(results, cls):
@@ -172,16 +196,21 @@ def test_nova_move_suite_unchanged_differs_only_where_documented(nova_results):
     (with the reason) in ``known_differences`` and README.rst; and every
     listed one really differs (the list is not stale)."""
     pairs = _pairs(nova_results)
-    assert len(pairs) >= 100, f"only {len(pairs)} nova move tests ran"
-    lost = {k: v for k, v in pairs.items() if None in v}
-    assert not lost, f"tests without a pair: {sorted(lost)}"
+    assert len(pairs) >= 90, f"only {len(pairs)} nova move tests ran"
+    lost = {k for k, (ours, _) in pairs.items() if ours is None}
+    assert not lost, f"stock only, never with ours: {sorted(lost)}"
+    unpaired = {k for k, (ours, stock) in pairs.items()
+                if stock is None and ours.status != "success"}
+    assert not unpaired, f"failing with ours, stock not run: {sorted(unpaired)}"
     differ = {f"{base}.{name}": ours for (base, name), (ours, stock)
-              in pairs.items()
-              if stock.status == "success" and ours.status != "success"}
+              in pairs.items() if stock is not None
+              and stock.status == "success" and ours.status != "success"}
+    stock_ran = [s for _, s in pairs.values() if s is not None]
     SUMMARY.append(
-        f"nova's move suite: {len(pairs)} tests; stock passes "
-        f"{sum(s.status == 'success' for _, s in pairs.values())}, ours "
-        f"{sum(o.status == 'success' for o, _ in pairs.values())}; "
+        f"nova's move suite: {len(pairs)} tests; ours passes "
+        f"{sum(o.status == 'success' for o, _ in pairs.values())}; stock ran "
+        f"for {len(stock_ran)} (known differences and ours' failures), "
+        f"passed {sum(s.status == 'success' for s in stock_ran)}; "
         f"{len(differ)} pass with stock only: {sorted(differ)}")
     unexplained = sorted(set(differ) - set(KNOWN_DIFFERENCES))
     assert not unexplained, "\n\n".join(
