@@ -149,6 +149,8 @@ class AggregateSets:
         # per row: its aggregate id when it has exactly one, 0 when none,
         # -1 when several (most providers have one: a cheap direct gather)
         self.single = np.zeros(0, np.int32)
+        #: bumped on every change of a row's aggregates
+        self.version = 0
 
     def grow(self, size: int) -> None:
         self.start = _grow(self.start, size)
@@ -197,6 +199,7 @@ class AggregateSets:
         names = np.empty(len(ids), object)
         names[:] = ids
         self.sets[:n] = list(names[set_of_row])
+        self.version += 1
 
     def set_row(self, row: int, aggs: Iterable[str]) -> bool:
         """Replace ``row``'s aggregates; True if they changed."""
@@ -216,6 +219,7 @@ class AggregateSets:
         self.single[row] = new[0] if len(new) == 1 else (0 if not new else -1)
         self.e_len = need
         self.sets[row] = ids
+        self.version += 1
         if self.dead > 1024 and self.dead > self.e_len - self.dead:
             self.compact()
         return True

@@ -287,7 +287,9 @@ class EmbeddedPlacement:
                                {rc: self._usage.get((p.uuid, rc), 0)
                                 for rc in p.inventories},
                                p.traits, p.aggregates)
-                for p in self._providers.values()))
+                for p in self._providers.values()),
+                custom_traits=frozenset(self._custom_traits),
+                custom_classes=frozenset(self._custom_rcs))
 
     # ------------------------------------------------------ write internals
     def _ensure_consumers(self, checked: Mapping[str, AllocationWrite]) -> list[str]:
