@@ -204,6 +204,8 @@ class TreeSolver:
         (shared capacity, isolate, same_subtree)."""
         size = len(picks[0]) if picks else 0
         ok = np.ones(size, bool)
+        if not size:
+            return ok
         by_rc: dict[str, list[tuple[int, int]]] = {}
         for s, slot in enumerate(sup.slots):
             for rc, amount in slot.amounts.items():
