@@ -1,5 +1,5 @@
-"""Who may supply each request group, as masks over provider rows
-(placement 16.0.0's ``research_context`` filters, see
+"""Who may supply each request group, as provider rows (placement
+16.0.0's ``research_context`` filters, see
 ``docs/placement-nested-semantics.rst``).
 
 A group is filled through *slots*: the unnumbered group has one slot per
@@ -7,9 +7,9 @@ resource class (each class comes from one provider: a member of the
 anchor's tree or a sharing provider serving the tree); a granular group
 has one slot (all its classes, or none, from one provider).
 
-Per slot, ``local`` marks the rows that may fill it for their own tree and
-``shared`` lists the sharing rows that may fill it for any tree with which
-they share an aggregate. The filters:
+Per slot, ``rows`` are the rows that may fill it for their own tree
+(ascending) and ``shared`` the sharing rows that may fill it for any tree
+with which they share an aggregate. The filters:
 
 * unnumbered group: capacity for the amount; no forbidden trait; every
   ``member_of`` list met by the provider itself *or* by its tree's root
@@ -21,12 +21,15 @@ they share an aggregate. The filters:
   forbidden aggregates on the provider only, ``in_tree`` on the provider.
   A resourceless group ignores ``in_tree`` and finds nothing unless it has
   required traits or ``member_of`` (placement 16.0.0 does so).
+
+Work is done over the slots of the columns asked for, not over every
+provider row, where the request has no row-wide filter.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -36,20 +39,50 @@ from scheduler_ext.placement.query import CandidateRequest, RequestGroup
 if TYPE_CHECKING:  # pragma: no cover
     from scheduler_ext.engine.index import CapacityIndex
 
+_NONE = np.zeros(0, np.int64)
+
 
 @dataclasses.dataclass
 class Slot:
     """One provider choice of a candidate: ``group`` (index into the
-    request's groups), ``amounts`` it takes (class -> units), ``local``
-    (bool per row), ``shared`` (sharing rows), ``score_rc`` (the class
-    whose free units rank suppliers, None: uuid order only)."""
+    request's groups), ``amounts`` it takes (class -> units), ``rows``
+    (ascending) and ``free`` (units of ``score_rc`` free at each, None
+    without a class) of the tree members that may fill it, ``shared``
+    (sharing rows), ``score_rc`` (the class whose free units rank
+    suppliers). ``best``: when no tree holds two of ``rows``, the row per
+    compact root (-1 none), and ``rows`` are then derived on demand."""
 
     group: int
     suffix: str
     amounts: dict[str, int]
-    local: np.ndarray
     shared: np.ndarray
     score_rc: str | None
+    n: int
+    found: tuple[np.ndarray, np.ndarray | None] | None = None
+    derive: Callable[[], tuple[np.ndarray, np.ndarray | None]] | None = None
+    best: np.ndarray | None = None
+    _mask: np.ndarray | None = None
+
+    @property
+    def rows(self) -> np.ndarray:
+        if self.found is None:
+            assert self.derive is not None
+            self.found = self.derive()
+        return self.found[0]
+
+    @property
+    def free(self) -> np.ndarray | None:
+        self.rows  # noqa: B018 (derives them)
+        assert self.found is not None
+        return self.found[1]
+
+    @property
+    def local(self) -> np.ndarray:
+        """Bool per row: may fill this slot for its own tree."""
+        if self._mask is None:
+            self._mask = np.zeros(self.n, bool)
+            self._mask[self.rows] = True
+        return self._mask
 
 
 @dataclasses.dataclass
@@ -87,83 +120,175 @@ def _aggs_all(ix: "CapacityIndex", lists, n: int) -> np.ndarray | None:
     return out
 
 
-def build(ix: "CapacityIndex", trees: Trees, request: CandidateRequest) -> Supply:
-    """The slots of ``request`` over the index (caller holds the lock)."""
+def among(sorted_rows: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The entries of ``rows`` that are in ``sorted_rows`` (ascending)."""
+    if not len(rows) or not len(sorted_rows):
+        return rows[:0]
+    pos = np.minimum(np.searchsorted(sorted_rows, rows), len(sorted_rows) - 1)
+    return rows[sorted_rows[pos] == rows]
+
+
+def fitting(ix: "CapacityIndex", trees: Trees, rc: str, amount: int
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """(rows ascending, free units of ``rc`` there) of the live rows where
+    ``amount`` of ``rc`` fits."""
+    col = ix.columns.get(rc)
+    if col is None:
+        return _NONE, _NONE
+    ok = col.fit_slots(amount)
+    if col.sparse:
+        rows, free = col.rows[ok], col.free[ok]
+    else:
+        rows = np.flatnonzero(ok[:trees.n])
+        free = col.free[rows]
+    if trees.orphans:
+        live = trees.root_of[rows] >= 0
+        rows, free = rows[live], free[live]
+    return rows, free
+
+
+def build(ix: "CapacityIndex", trees: Trees, request: CandidateRequest,
+          sharing: np.ndarray, holders: Callable = lambda rc: None) -> Supply:
+    """The slots of ``request`` over the index (``sharing``: the live
+    sharing rows, ascending; ``holders(rc)``: per compact root the row
+    and column slot holding ``rc`` when no tree holds it twice, else None;
+    the caller holds the lock)."""
     n = trees.n
-    live = trees.root_of >= 0
-    sharing = np.array(sorted(r for r in ix.sharing_set if r < n), np.int64)
-    sharing = sharing[live[sharing]] if len(sharing) else sharing
     roots = trees.roots
     anchor = np.ones(len(roots), bool)
-    if request.root_required:
-        anchor &= ix.traits.all_of(request.root_required, n)[roots]
-    if request.root_forbidden:
-        anchor &= ~ix.traits.any_of(request.root_forbidden, n)[roots]
+    if request.root_required or request.root_forbidden:
+        anchor = ix.traits.match([[t] for t in request.root_required],
+                                 request.root_forbidden, rows=roots)
     slots: list[Slot] = []
     groups = request.groups
     for gi, group in enumerate(groups):
         if group.granular:
-            slots.append(_granular(ix, trees, gi, group, live, sharing))
+            slots.append(_granular(ix, trees, gi, group, sharing))
         else:
-            anchor &= _unnumbered(ix, trees, gi, group, live, sharing, slots)
+            anchor &= _unnumbered(ix, trees, gi, group, sharing, slots, holders)
     return Supply(request, groups, slots, anchor,
                   request.trait_groups if request.resources else ())
 
 
+def fitting_among(ix: "CapacityIndex", rc: str, amount: int, rows: np.ndarray
+                  ) -> np.ndarray:
+    """The entries of ``rows`` where ``amount`` of ``rc`` fits."""
+    col = ix.columns.get(rc)
+    if col is None or not len(rows):
+        return rows[:0]
+    return rows[col.fits_at(col.positions(rows), amount)]
+
+
 def _unnumbered(ix: "CapacityIndex", trees: Trees, gi: int, group: RequestGroup,
-                live: np.ndarray, sharing: np.ndarray, slots: list[Slot]) -> np.ndarray:
+                sharing: np.ndarray, slots: list[Slot], holders: Callable) -> np.ndarray:
     """Append the unnumbered group's slots; return its anchor condition."""
     n = trees.n
-    root_of = np.maximum(trees.root_of, 0)
-    member = live.copy()
+    member: np.ndarray | None = None   # a tree member for its own tree
+    direct: np.ndarray | None = None   # a sharing provider for another tree
+    root_of = np.maximum(trees.root_of, 0) if (
+        group.member_of or group.forbidden_aggregates) else trees.root_of
     if group.forbidden:
-        member &= ~ix.traits.any_of(group.forbidden, n)
-    direct = member.copy()      # a sharing provider serving another tree
+        member = ix.traits.match((), group.forbidden, n)
+        direct = member.copy()
     agg_ok = _aggs_all(ix, group.member_of, n)
     if agg_ok is not None:
-        direct &= agg_ok
-        member &= agg_ok | agg_ok[root_of]
+        direct = agg_ok if direct is None else direct & agg_ok
+        inherit = agg_ok | agg_ok[root_of]
+        member = inherit if member is None else member & inherit
     anchor = np.ones(trees.n_roots, bool)
     if group.forbidden_aggregates:
         bad = ix.aggregates.member_mask(group.forbidden_aggregates, n)
-        direct &= ~bad
-        member &= ~bad & ~bad[root_of]
+        direct = ~bad if direct is None else direct & ~bad
+        clean = ~bad & ~bad[root_of]
+        member = clean if member is None else member & clean
         anchor &= ~bad[trees.roots]
     if group.in_tree is not None:
         tree = _tree_of(ix, trees, group.in_tree)
-        member &= trees.root_of == tree
+        inside = trees.root_of == tree
+        member = inside if member is None else member & inside
         anchor &= trees.roots == tree
         sharing = sharing[:0]
     for rc, amount in group.resources.items():
-        col = ix.columns.get(rc)
-        fit = col.fit_mask(amount, n) if col is not None else np.zeros(n, bool)
-        shared = sharing[(fit & direct)[sharing]] if len(sharing) else sharing
-        slots.append(Slot(gi, "", {rc: amount}, fit & member, shared, rc))
+        shared = fitting_among(ix, rc, amount, sharing)
+        if direct is not None and len(shared):
+            shared = shared[direct[shared]]
+
+        def derive(rc=rc, amount=amount) -> tuple[np.ndarray, np.ndarray | None]:
+            rows, free = fitting(ix, trees, rc, amount)
+            if member is not None:
+                keep = member[rows]
+                rows, free = rows[keep], free[keep]
+            return rows, free
+        slot = Slot(gi, "", {rc: amount}, shared, rc, n, derive=derive)
+        hold = holders(rc)
+        if hold is not None:
+            row, at = hold
+            ok = ix.columns[rc].fits_at(at, amount)
+            if member is not None:
+                ok &= member[np.maximum(row, 0)]
+            slot.best = np.where(ok, row, -1)
+        else:
+            slot.found = derive()
+        slots.append(slot)
     return anchor
 
 
-def _granular(ix: "CapacityIndex", trees: Trees, gi: int, group: RequestGroup,
-              live: np.ndarray, sharing: np.ndarray) -> Slot:
+def _granular_filter(ix: "CapacityIndex", trees: Trees, group: RequestGroup,
+                     rows: np.ndarray | None) -> np.ndarray:
+    """The rows meeting the group's traits, aggregates, ``in_tree`` and
+    every class but the first, among ``rows`` (narrowed filter by filter;
+    few rows) or, when ``rows`` is None, among the rows fitting the first
+    class (with bool masks over every row; many rows)."""
     n = trees.n
-    ok = live.copy()
-    for names in group.trait_groups:
-        ok &= ix.traits.any_of(names, n)
-    if group.forbidden:
-        ok &= ~ix.traits.any_of(group.forbidden, n)
-    agg_ok = _aggs_all(ix, group.member_of, n)
-    if agg_ok is not None:
-        ok &= agg_ok
+    first, *others = list(group.resources.items()) or [(None, 0)]
+    mask = np.zeros(0, bool)
+    if rows is None:
+        col = ix.columns.get(first[0]) if first[0] else None
+        mask = col.fit_mask(first[1], n) if col is not None else np.zeros(n, bool)
+        if trees.orphans:
+            mask &= trees.root_of >= 0
+    if group.trait_groups or group.forbidden:
+        ok = ix.traits.match(group.trait_groups, group.forbidden, n, rows)
+        if rows is None:
+            mask &= ok
+        else:
+            rows = rows[ok]
+    conds = []
+    if group.member_of:
+        conds.append(lambda: _aggs_all(ix, group.member_of, n))
     if group.forbidden_aggregates:
-        ok &= ~ix.aggregates.member_mask(group.forbidden_aggregates, n)
-    if group.in_tree is not None:
-        tree = _tree_of(ix, trees, group.in_tree)
-        if group.resources or tree == -2:
-            ok &= trees.root_of == tree
-    if not group.resources and not group.trait_groups and not group.member_of:
-        ok[:] = False
-    for rc, amount in group.resources.items():
+        conds.append(lambda: ~ix.aggregates.member_mask(group.forbidden_aggregates, n))
+    tree = _tree_of(ix, trees, group.in_tree) if group.in_tree is not None else None
+    if tree is not None and (group.resources or tree == -2):
+        conds.append(lambda: trees.root_of == tree)
+    for rc, amount in others:
         col = ix.columns.get(rc)
-        ok &= col.fit_mask(amount, n) if col is not None else False
-    shared = sharing[ok[sharing]] if len(sharing) else sharing
-    score = next(iter(group.resources), None)
-    return Slot(gi, group.suffix, dict(group.resources), ok, shared, score)
+        conds.append(lambda col=col, amount=amount: col.fit_mask(amount, n)
+                     if col is not None else np.zeros(n, bool))
+    for cond in conds:
+        if rows is None:
+            mask &= cond()
+        else:
+            rows = rows[cond()[rows]]
+    return np.flatnonzero(mask) if rows is None else rows
+
+
+def _granular(ix: "CapacityIndex", trees: Trees, gi: int, group: RequestGroup,
+              sharing: np.ndarray) -> Slot:
+    n = trees.n
+    free: np.ndarray | None = None
+    rows: np.ndarray | None = None
+    if group.resources:
+        col = ix.columns.get(next(iter(group.resources)))
+        if col is None or (col.sparse and col.count * 16 < trees.n):
+            rows = fitting(ix, trees, *next(iter(group.resources.items())))[0]
+    elif group.trait_groups or group.member_of:
+        rows = np.flatnonzero(trees.root_of >= 0)
+    else:
+        rows = _NONE   # placement 16.0.0 finds nothing for such a group
+    rows = _granular_filter(ix, trees, group, rows)
+    first = ix.columns.get(next(iter(group.resources), ""))
+    if first is not None:
+        free = first.gather("free", rows)
+    return Slot(gi, group.suffix, dict(group.resources), among(rows, sharing),
+                next(iter(group.resources), None), n, found=(rows, free))

@@ -43,17 +43,23 @@ class TreeEnumerator:
         self.sup = sup
         self.unnumbered = sup.unnumbered_slots()
         self.names = index.traits.names
-        self.by_agg: list[dict[int, list[int]]] = []
-        self.rank: list[dict[int, int]] = []
-        for slot in sup.slots:
-            ranked = solver.ranked_sharing(slot.shared, slot.score_rc).tolist()
-            self.rank.append({r: i for i, r in enumerate(ranked)})
-            by_agg: dict[int, list[int]] = {}
-            for r in ranked:
-                for a in index.aggregates.sets[r]:
-                    by_agg.setdefault(a, []).append(r)
-            self.by_agg.append(by_agg)
+        self.solver = solver
         self.key = solver.key
+        self._sharing: list[tuple[dict[int, list[int]], dict[int, int]]] | None = None
+
+    def sharing(self, s: int) -> tuple[dict[int, list[int]], dict[int, int]]:
+        """Slot ``s``'s sharing rows by aggregate id, and their rank (best
+        first); built on first use."""
+        if self._sharing is None:
+            self._sharing = []
+            for slot in self.sup.slots:
+                ranked = self.solver.ranked_sharing(slot.shared, slot.score_rc).tolist()
+                by_agg: dict[int, list[int]] = {}
+                for r in ranked:
+                    for a in self.ix.aggregates.sets[r]:
+                        by_agg.setdefault(a, []).append(r)
+                self._sharing.append((by_agg, {r: i for i, r in enumerate(ranked)}))
+        return self._sharing[s]
 
     # --------------------------------------------------------------- options
     def options(self, j: int) -> list[list[int]] | None:
@@ -69,9 +75,12 @@ class TreeEnumerator:
             if len(local) > 1:
                 local = local[np.argsort(-self.key(local, slot.score_rc), kind="stable")]
             extra: set[int] = set()
-            for a in aggs:
-                extra.update(self.by_agg[s].get(a, ()))
-            opts = local.tolist() + sorted(extra - mine, key=self.rank[s].__getitem__)
+            if len(slot.shared):
+                by_agg, rank = self.sharing(s)
+                for a in aggs:
+                    extra.update(by_agg.get(a, ()))
+            opts = local.tolist() + sorted(extra - mine, key=rank.__getitem__) \
+                if extra else local.tolist()
             if not opts:
                 return None
             out.append(opts)

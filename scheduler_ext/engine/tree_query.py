@@ -31,8 +31,34 @@ def state(ix: "CapacityIndex") -> tuple[treelib.Trees, treelib.TreeAggregates]:
     trees = cached[1] if cached is not None and cached[0][0::2] == stamp[0::2] \
         else treelib.build(ix)
     tagg = treelib.tree_aggregates(ix, trees)
-    ix.tree_cache = (stamp, trees, tagg)
+    ix.tree_cache = (stamp, trees, tagg, {})
     return trees, tagg
+
+
+def holders(ix: "CapacityIndex", rc: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """When no tree holds ``rc`` on more than one provider: per compact
+    root the row holding it and its slot in the column (-1 for none);
+    else None. Cached per tree structure and column version."""
+    trees = state(ix)[0]
+    col = ix.columns.get(rc)
+    if col is None:
+        return None
+    cache = ix.tree_cache[3] if ix.tree_cache is not None else {}
+    hit = cache.get(rc)
+    if hit is None or hit[0] != col.version:
+        rows = col.rows if col.sparse else np.flatnonzero(col.total[:trees.n] > 0)
+        rows = rows[rows < trees.n]
+        rows = rows[trees.root_pos[rows] >= 0]
+        pos = trees.root_pos[rows]
+        value = None
+        if not len(pos) or int(np.bincount(pos).max()) <= 1:
+            row = np.full(trees.n_roots, -1, np.int64)
+            row[pos] = rows
+            slot = np.full(trees.n_roots, -1, np.int64)
+            slot[pos] = col.positions(rows)
+            value = (row, slot)
+        hit = cache[rc] = (col.version, value)
+    return hit[1]
 
 
 def members(ix: "CapacityIndex", rows: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -46,7 +72,10 @@ def members(ix: "CapacityIndex", rows: Sequence[int] | np.ndarray) -> np.ndarray
 
 def _parts(ix: "CapacityIndex", request: CandidateRequest):
     trees, tagg = state(ix)
-    sup = supply.build(ix, trees, request)
+    sharing = ix.solver.sharing_rows()
+    sharing = sharing[sharing < trees.n]
+    sharing = sharing[trees.root_of[sharing] >= 0]
+    sup = supply.build(ix, trees, request, sharing, lambda rc: holders(ix, rc))
     solver = TreeSolver(ix, trees, tagg)
     return trees, sup, solver, TreeEnumerator(ix, trees, tagg, sup, solver)
 
@@ -58,7 +87,8 @@ def fit(ix: "CapacityIndex", request: CandidateRequest,
     trees, sup, solver, enum = _parts(ix, request)
     pre = np.ones(trees.n_roots, bool)
     if not include_sharing_roots and ix.sharing_set:
-        rows = np.array(sorted(r for r in ix.sharing_set if r < trees.n), np.int64)
+        rows = ix.solver.sharing_rows()
+        rows = rows[rows < trees.n]
         rows = rows[trees.root_of[rows] == rows]
         pre[trees.root_pos[rows]] = False
     picks = solver.solve(sup, pre, enum)

@@ -68,11 +68,13 @@ class TreeSolver:
         free = col.gather("free", rows) if col is not None else np.zeros(len(rows), np.int64)
         return rows[np.lexsort((ix.key_lo[rows], ix.key_hi[rows], -free))]
 
-    def best_reachable(self, supply: np.ndarray, rc: str | None) -> np.ndarray:
+    def best_reachable(self, supply: np.ndarray, rc: str | None,
+                       where: np.ndarray | None = None) -> np.ndarray:
         """int64 per compact root: the best sharing row of ``supply`` that
-        shares an aggregate with the root's tree, -1 if none."""
+        shares an aggregate with the root's tree, -1 if none (computed only
+        for the roots ``where`` marks, when given)."""
         out = np.full(self.trees.n_roots, -1, np.int64)
-        if not len(supply):
+        if not len(supply) or (where is not None and not where.any()):
             return out
         ranked = self.ranked_sharing(supply, rc)
         which, aggs = self.ix.aggregates.entries_of(ranked)
@@ -80,30 +82,37 @@ class TreeSolver:
         np.minimum.at(agg_best, aggs.astype(np.int64), which)
         agg_best[0] = _BIG
         tagg = self.tagg
-        best = agg_best[np.maximum(tagg.single, 0)]
+        pos = np.arange(self.trees.n_roots) if where is None else np.flatnonzero(where)
+        best = agg_best[np.maximum(tagg.single[pos], 0)]
         multi = tagg.single[tagg.pos] < 0
         if multi.any():
-            np.minimum.at(best, tagg.pos[multi], agg_best[tagg.agg[multi]])
+            full = np.full(self.trees.n_roots, _BIG, np.int64)
+            full[pos] = best
+            np.minimum.at(full, tagg.pos[multi], agg_best[tagg.agg[multi]])
+            best = full[pos]
         found = best < _BIG
-        out[found] = ranked[best[found]]
+        out[pos[found]] = ranked[best[found]]
         return out
 
     # ------------------------------------------------------------------ solve
+    def slot_key(self, slot) -> np.ndarray:
+        free = slot.free if slot.free is not None else np.zeros(len(slot.rows), np.int64)
+        return treelib.preference_key(self.trees, slot.rows, free)
+
     def availability(self, sup: Supply, pre: np.ndarray
-                     ) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray],
-                                list[np.ndarray]]:
+                     ) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
         """(roots with at least one supplier for every slot, and per slot:
-        best member per root, members per root, best sharing per root)."""
+        best member per root, best sharing provider per root)."""
         pre = pre & sup.anchor
-        best, counts, shared = [], [], []
+        best, shared = [], []
+        every = bool(sup.trait_groups)   # trait combinations want all options
         for slot in sup.slots:
-            rows = np.flatnonzero(slot.local)
-            best.append(treelib.best_per_root(self.trees, rows,
-                                              self.key(rows, slot.score_rc)))
-            counts.append(treelib.count_per_root(self.trees, rows))
-            shared.append(self.best_reachable(slot.shared, slot.score_rc))
+            best.append(slot.best if slot.best is not None else treelib.best_per_root(
+                self.trees, slot.rows, lambda slot=slot: self.slot_key(slot)))
+            lacking = None if every else pre & (best[-1] < 0)
+            shared.append(self.best_reachable(slot.shared, slot.score_rc, lacking))
             pre &= (best[-1] >= 0) | (shared[-1] >= 0)
-        return pre, best, counts, shared
+        return pre, best, shared
 
     def possible(self, sup: Supply) -> np.ndarray:
         """Bool per compact root: every slot has a supplier there (the
@@ -114,9 +123,14 @@ class TreeSolver:
         """Every root (compact position, where ``pre`` allows it) with a
         candidate, and one candidate each. ``enumerator`` settles roots
         exactly (``TreeEnumerator.first``)."""
-        pre, best, counts, shared = self.availability(sup, pre)
+        pre, best, shared = self.availability(sup, pre)
         pos = np.flatnonzero(pre)
-        picks = [np.where(b[pos] >= 0, b[pos], s[pos]) for b, s in zip(best, shared)]
+        picks = []
+        for b, s in zip(best, shared):
+            p = b[pos]
+            if (p < 0).any():
+                p = np.where(p >= 0, p, s[pos])
+            picks.append(p)
         if sup.trait_groups and sup.unnumbered_slots():
             chosen = self._combinations(sup, pos)
             if chosen is None:
@@ -127,18 +141,23 @@ class TreeSolver:
             for s, rows in chosen[1].items():
                 picks[s] = rows[keep]
         ok = self.verify(sup, picks)
-        alt = np.zeros(len(pos), bool)
-        for c, s in zip(counts, shared):
-            alt |= c[pos] + 2 * (s[pos] >= 0) >= 2
-        redo = np.flatnonzero(~ok & alt)
-        ok_rows = [p.copy() for p in picks]
-        for i in redo.tolist():
+        if ok.all():
+            return Picks(pos, picks)
+        failed = np.flatnonzero(~ok)
+        where = np.zeros(self.trees.n_roots, bool)
+        where[pos[failed]] = True
+        alt = np.zeros(len(failed), bool)
+        for slot in sup.slots:
+            count = treelib.count_per_root(self.trees, slot.rows)[pos[failed]]
+            reach = self.best_reachable(slot.shared, slot.score_rc, where)[pos[failed]]
+            alt |= count + 2 * (reach >= 0) >= 2
+        for i in failed[alt].tolist():
             first = enumerator.first(int(pos[i]))
             if first is not None:
                 ok[i] = True
                 for s, row in enumerate(first):
-                    ok_rows[s][i] = row
-        return Picks(pos[ok], [p[ok] for p in ok_rows])
+                    picks[s][i] = row
+        return Picks(pos[ok], [p[ok] for p in picks])
 
     def _enumerate(self, pos: np.ndarray, enumerator, n_slots: int) -> Picks:
         found, rows = [], []
@@ -156,9 +175,9 @@ class TreeSolver:
         unnumbered slot ``s``: members by mask, then sharing by mask."""
         slot, traits, groups = sup.slots[s], self.ix.traits, sup.trait_groups
         out = []
-        rows = np.flatnonzero(slot.local)
+        rows = slot.rows
         gm = traits.group_masks(groups, rows)
-        key = self.key(rows, slot.score_rc)
+        key = self.slot_key(slot)
         for m in sorted(set(gm.tolist()), reverse=True):
             sel = gm == m
             out.append((int(m), treelib.best_per_root(self.trees, rows[sel], key[sel])[pos]))

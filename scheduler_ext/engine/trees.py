@@ -50,6 +50,7 @@ class Trees:
     order: np.ndarray   # live rows by (root position, rank)
     start: np.ndarray   # members of root j: order[start[j]:start[j + 1]]
     depth: int          # longest parent chain
+    orphans: bool = False  # some live row has no root here
 
     @property
     def n_roots(self) -> int:
@@ -92,6 +93,7 @@ def build(ix: "CapacityIndex") -> Trees:
     if not ix.tree:
         return Trees(n, False, root_of, parent_of, roots, root_pos,
                      np.zeros(n, np.int64), roots, np.arange(len(roots) + 1), 0)
+    orphans = bool((alive & (root_of < 0)).any())
     members = np.flatnonzero(live)
     order = members[np.lexsort((ix.key_lo[members], ix.key_hi[members],
                                 root_pos[members]))]
@@ -101,7 +103,7 @@ def build(ix: "CapacityIndex") -> Trees:
     rank = np.zeros(n, np.int64)
     rank[order] = np.arange(len(order)) - start[root_pos[order]]
     return Trees(n, True, root_of, parent_of, roots, root_pos, rank, order,
-                 start, _depth(parent_of))
+                 start, _depth(parent_of), orphans)
 
 
 def _depth(parent_of: np.ndarray) -> int:
@@ -122,22 +124,32 @@ def preference_key(trees: Trees, rows: np.ndarray, free: np.ndarray) -> np.ndarr
     return (score << RANK_BITS) | (_RANK_SPAN - 1 - rank)
 
 
-def best_per_root(trees: Trees, rows: np.ndarray, key: np.ndarray) -> np.ndarray:
+def best_per_root(trees: Trees, rows: np.ndarray, key, one_per_tree: bool = False
+                  ) -> np.ndarray:
     """int64 per compact root: the row of ``rows`` (live rows) with the
     highest ``key`` in that root's tree, -1 where the tree has none.
-    O(len(rows)) per round; as many rounds as the most rows one tree has
-    among ``rows`` (a tree's best only improves from round to round)."""
+    ``key``: an int64 array per row, or a callable returning it (called
+    only when some tree holds several of ``rows``; ``one_per_tree``: none
+    does, nothing to compare). O(len(rows)) per round;
+    as many rounds as the most rows one tree has among ``rows`` (a tree's
+    best only improves from round to round)."""
     out = np.full(trees.n_roots, -1, np.int64)
     if not len(rows):
         return out
     pos = trees.root_pos[rows]
+    if one_per_tree or (len(pos) > 1 and (pos[1:] > pos[:-1]).all()):
+        out[pos] = rows   # no tree holds two of ``rows``
+        return out
     best = np.full(trees.n_roots, -1, np.int64)
-    best[pos] = np.arange(len(rows))
-    while True:
-        better = np.flatnonzero(key > key[best[pos]])
-        if not len(better):
-            break
-        best[pos[better]] = better
+    idx = np.arange(len(rows))
+    best[pos] = idx
+    if not (best[pos] == idx).all():
+        key = key() if callable(key) else key
+        while True:
+            better = np.flatnonzero(key > key[best[pos]])
+            if not len(better):
+                break
+            best[pos[better]] = better
     has = best >= 0
     out[has] = rows[best[has]]
     return out
