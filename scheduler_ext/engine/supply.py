@@ -163,7 +163,7 @@ def build(ix: "CapacityIndex", trees: Trees, request: CandidateRequest,
     groups = request.groups
     for gi, group in enumerate(groups):
         if group.granular:
-            slots.append(_granular(ix, trees, gi, group, sharing))
+            slots.append(_granular(ix, trees, gi, group, sharing, holders))
         else:
             anchor &= _unnumbered(ix, trees, gi, group, sharing, slots, holders)
     return Supply(request, groups, slots, anchor,
@@ -222,73 +222,118 @@ def _unnumbered(ix: "CapacityIndex", trees: Trees, gi: int, group: RequestGroup,
         slot = Slot(gi, "", {rc: amount}, shared, rc, n, derive=derive)
         hold = holders(rc)
         if hold is not None:
-            row, at = hold
-            ok = ix.columns[rc].fits_at(at, amount)
+            matrix, at = hold
+            ok = ix.columns[rc].fits_at(at.ravel(), amount).reshape(at.shape)
             if member is not None:
-                ok &= member[np.maximum(row, 0)]
-            slot.best = np.where(ok, row, -1)
+                ok &= member[np.maximum(matrix, 0)]
+            slot.best = matrix_best(ix, matrix, at, ok, rc)
         else:
             slot.found = derive()
         slots.append(slot)
     return anchor
 
 
-def _granular_filter(ix: "CapacityIndex", trees: Trees, group: RequestGroup,
-                     rows: np.ndarray | None) -> np.ndarray:
-    """The rows meeting the group's traits, aggregates, ``in_tree`` and
-    every class but the first, among ``rows`` (narrowed filter by filter;
-    few rows) or, when ``rows`` is None, among the rows fitting the first
-    class (with bool masks over every row; many rows)."""
+def _granular_ok(ix: "CapacityIndex", trees: Trees, group: RequestGroup,
+                 rows: np.ndarray) -> np.ndarray:
+    """Bool per entry of ``rows``: the provider meets the group's traits,
+    aggregates, ``in_tree`` and every class but the first."""
     n = trees.n
-    first, *others = list(group.resources.items()) or [(None, 0)]
-    mask = np.zeros(0, bool)
-    if rows is None:
-        col = ix.columns.get(first[0]) if first[0] else None
-        mask = col.fit_mask(first[1], n) if col is not None else np.zeros(n, bool)
-        if trees.orphans:
-            mask &= trees.root_of >= 0
+    ok = np.ones(len(rows), bool)
     if group.trait_groups or group.forbidden:
-        ok = ix.traits.match(group.trait_groups, group.forbidden, n, rows)
-        if rows is None:
-            mask &= ok
-        else:
-            rows = rows[ok]
-    conds = []
-    if group.member_of:
-        conds.append(lambda: _aggs_all(ix, group.member_of, n))
+        ok &= ix.traits.match(group.trait_groups, group.forbidden, rows=rows)
+    agg_ok = _aggs_all(ix, group.member_of, n)
+    if agg_ok is not None:
+        ok &= agg_ok[rows]
     if group.forbidden_aggregates:
-        conds.append(lambda: ~ix.aggregates.member_mask(group.forbidden_aggregates, n))
-    tree = _tree_of(ix, trees, group.in_tree) if group.in_tree is not None else None
-    if tree is not None and (group.resources or tree == -2):
-        conds.append(lambda: trees.root_of == tree)
-    for rc, amount in others:
+        ok &= ~ix.aggregates.member_mask(group.forbidden_aggregates, n)[rows]
+    if group.in_tree is not None:
+        tree = _tree_of(ix, trees, group.in_tree)
+        if group.resources or tree == -2:
+            ok &= trees.root_of[rows] == tree
+    for rc, amount in list(group.resources.items())[1:]:
         col = ix.columns.get(rc)
-        conds.append(lambda col=col, amount=amount: col.fit_mask(amount, n)
-                     if col is not None else np.zeros(n, bool))
-    for cond in conds:
-        if rows is None:
-            mask &= cond()
-        else:
-            rows = rows[cond()[rows]]
-    return np.flatnonzero(mask) if rows is None else rows
+        if col is None:
+            return np.zeros(len(rows), bool)
+        ok &= col.fits_at(col.positions(rows), amount)
+    return ok
+
+
+def matrix_best(ix: "CapacityIndex", matrix: np.ndarray, slots: np.ndarray,
+                ok: np.ndarray, rc: str) -> np.ndarray:
+    """Per compact root the best row of ``matrix`` (see
+    ``tree_query.holders``) where ``ok``: most free units of ``rc``, then
+    the smaller uuid; -1 where none is ok. One pass per matrix row."""
+    best = np.where(ok[0], matrix[0], -1)
+    if len(matrix) == 1:
+        return best
+    free = ix.columns[rc].free
+    best_free = np.where(ok[0], free[slots[0]], -1)
+    for j in range(1, len(matrix)):
+        f = free[slots[j]]
+        better = ok[j] & (f > best_free)
+        best = np.where(better, matrix[j], best)
+        best_free = np.where(better, f, best_free)
+    return best
+
+
+def _from_matrix(ix: "CapacityIndex", matrix: np.ndarray, ok: np.ndarray, rc: str
+                 ) -> Callable[[], tuple[np.ndarray, np.ndarray | None]]:
+    def derive() -> tuple[np.ndarray, np.ndarray | None]:
+        rows = np.sort(matrix[ok])
+        return rows, ix.columns[rc].gather("free", rows)
+    return derive
 
 
 def _granular(ix: "CapacityIndex", trees: Trees, gi: int, group: RequestGroup,
-              sharing: np.ndarray) -> Slot:
+              sharing: np.ndarray, holders: Callable) -> Slot:
+    amounts = dict(group.resources)
+    if not amounts:
+        # resourceless: placement 16.0.0 finds nothing without traits or
+        # aggregates to look for
+        rows = np.flatnonzero(trees.root_of >= 0) \
+            if group.trait_groups or group.member_of else _NONE
+        rows = rows[_granular_ok(ix, trees, group, rows)]
+        return Slot(gi, group.suffix, amounts, among(rows, sharing), None, trees.n,
+                    found=(rows, None))
+    rc, amount = next(iter(amounts.items()))
+    shared = fitting_among(ix, rc, amount, sharing)
+    shared = shared[_granular_ok(ix, trees, group, shared)]
+    slot = Slot(gi, group.suffix, amounts, shared, rc, trees.n)
+    hold = holders(rc)
+    if hold is not None and len(hold[0]) == 1:
+        matrix, slots = hold
+        ok = ix.columns[rc].fits_at(slots.ravel(), amount) & _granular_ok(
+            ix, trees, group, np.maximum(matrix, 0).ravel())
+        ok = ok.reshape(matrix.shape)
+        slot.best = matrix_best(ix, matrix, slots, ok, rc)
+        slot.derive = _from_matrix(ix, matrix, ok, rc)
+        return slot
+    col = ix.columns.get(rc)
+    if col is not None and (not col.sparse or col.count * 16 >= trees.n):
+        rows = _granular_by_masks(ix, trees, group)
+        slot.found = (rows, col.gather("free", rows))
+        return slot
+    rows, free = fitting(ix, trees, rc, amount)
+    keep = _granular_ok(ix, trees, group, rows)
+    slot.found = (rows[keep], free[keep])
+    return slot
+
+
+def _granular_by_masks(ix: "CapacityIndex", trees: Trees, group: RequestGroup
+                       ) -> np.ndarray:
+    """``_granular_ok`` with bool masks over every row, for classes many
+    providers hold: the rows (ascending) where the group fits."""
     n = trees.n
-    free: np.ndarray | None = None
-    rows: np.ndarray | None = None
-    if group.resources:
-        col = ix.columns.get(next(iter(group.resources)))
-        if col is None or (col.sparse and col.count * 16 < trees.n):
-            rows = fitting(ix, trees, *next(iter(group.resources.items())))[0]
-    elif group.trait_groups or group.member_of:
-        rows = np.flatnonzero(trees.root_of >= 0)
-    else:
-        rows = _NONE   # placement 16.0.0 finds nothing for such a group
-    rows = _granular_filter(ix, trees, group, rows)
-    first = ix.columns.get(next(iter(group.resources), ""))
-    if first is not None:
-        free = first.gather("free", rows)
-    return Slot(gi, group.suffix, dict(group.resources), among(rows, sharing),
-                next(iter(group.resources), None), n, found=(rows, free))
+    mask = trees.root_of >= 0 if trees.orphans else np.ones(n, bool)
+    for rc, amount in group.resources.items():
+        mask &= ix.columns[rc].fit_mask(amount, n) if rc in ix.columns else False
+    if group.trait_groups or group.forbidden:
+        mask &= ix.traits.match(group.trait_groups, group.forbidden, n)
+    agg_ok = _aggs_all(ix, group.member_of, n)
+    if agg_ok is not None:
+        mask &= agg_ok
+    if group.forbidden_aggregates:
+        mask &= ~ix.aggregates.member_mask(group.forbidden_aggregates, n)
+    if group.in_tree is not None:
+        mask &= trees.root_of == _tree_of(ix, trees, group.in_tree)
+    return np.flatnonzero(mask)

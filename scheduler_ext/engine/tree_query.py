@@ -35,10 +35,16 @@ def state(ix: "CapacityIndex") -> tuple[treelib.Trees, treelib.TreeAggregates]:
     return trees, tagg
 
 
+#: classes some tree holds on more providers than this go row by row
+MAX_HOLDERS = 4
+
+
 def holders(ix: "CapacityIndex", rc: str) -> tuple[np.ndarray, np.ndarray] | None:
-    """When no tree holds ``rc`` on more than one provider: per compact
-    root the row holding it and its slot in the column (-1 for none);
-    else None. Cached per tree structure and column version."""
+    """(rows, slots): per compact root the rows of its tree holding ``rc``
+    and their slots in the column, as (k x n_roots) matrices padded with
+    -1 (k: the most holders one tree has; row j of the matrix: each tree's
+    j-th holder in uuid order); None when k > ``MAX_HOLDERS``.
+    Cached per tree structure and column version."""
     trees = state(ix)[0]
     col = ix.columns.get(rc)
     if col is None:
@@ -46,19 +52,30 @@ def holders(ix: "CapacityIndex", rc: str) -> tuple[np.ndarray, np.ndarray] | Non
     cache = ix.tree_cache[3] if ix.tree_cache is not None else {}
     hit = cache.get(rc)
     if hit is None or hit[0] != col.version:
-        rows = col.rows if col.sparse else np.flatnonzero(col.total[:trees.n] > 0)
-        rows = rows[rows < trees.n]
-        rows = rows[trees.root_pos[rows] >= 0]
-        pos = trees.root_pos[rows]
-        value = None
-        if not len(pos) or int(np.bincount(pos).max()) <= 1:
-            row = np.full(trees.n_roots, -1, np.int64)
-            row[pos] = rows
-            slot = np.full(trees.n_roots, -1, np.int64)
-            slot[pos] = col.positions(rows)
-            value = (row, slot)
-        hit = cache[rc] = (col.version, value)
+        hit = cache[rc] = (col.version, _holder_matrix(trees, col))
     return hit[1]
+
+
+def _holder_matrix(trees: treelib.Trees, col) -> tuple[np.ndarray, np.ndarray] | None:
+    rows = col.rows if col.sparse else np.flatnonzero(col.total[:trees.n] > 0)
+    rows = rows[rows < trees.n]
+    rows = rows[trees.root_pos[rows] >= 0]
+    pos = trees.root_pos[rows]
+    counts = np.bincount(pos, minlength=trees.n_roots)
+    k = int(counts.max()) if len(counts) else 0
+    if k > MAX_HOLDERS:
+        return None
+    k = max(k, 1)
+    order = np.lexsort((trees.rank[rows], pos))
+    rows, pos = rows[order], pos[order]
+    start = np.zeros(trees.n_roots + 1, np.int64)
+    np.cumsum(counts, out=start[1:])
+    col_of = np.arange(len(rows)) - start[pos]
+    matrix = np.full((k, trees.n_roots), -1, np.int64)
+    matrix[col_of, pos] = rows
+    slots = np.full((k, trees.n_roots), -1, np.int64)
+    slots[col_of, pos] = col.positions(rows)
+    return matrix, slots
 
 
 def members(ix: "CapacityIndex", rows: Sequence[int] | np.ndarray) -> np.ndarray:

@@ -35,12 +35,16 @@ def load_placement_db(url: str, fleet: ColumnarFleet) -> None:
 
 
 def _providers(sa: Any, conn: Any, T: dict, fleet: ColumnarFleet) -> list[int]:
+    """Insert the providers, trees included (``fleet.parents``/``roots``)."""
     base = conn.execute(sa.select(sa.func.max(T["resource_providers"].c.id))).scalar() or 0
     ids = [base + 1 + i for i in range(len(fleet))]
+    id_of = dict(zip(fleet.uuids, ids))
+    parents = fleet.parents or [None] * len(fleet)
+    roots = fleet.roots or list(fleet.uuids)
     conn.execute(T["resource_providers"].insert(), [
         {"id": i, "uuid": u, "name": f"bench-{u}", "generation": 1,
-         "root_provider_id": i, "parent_provider_id": None}
-        for i, u in zip(ids, fleet.uuids)])
+         "root_provider_id": id_of[root], "parent_provider_id": id_of.get(parent or "")}
+        for i, u, parent, root in zip(ids, fleet.uuids, parents, roots)])
     return ids
 
 

@@ -141,10 +141,16 @@ class Reference:
                      and p not in bad and a not in bad}
             per_rc.append(pairs)
         out: dict[str, list[Part]] = {}
-        common = set.intersection(*({a for _, a in s} for s in per_rc))
+        by_anchor: list[dict[str, list[str]]] = []
+        for pairs_rc in per_rc:
+            d: dict[str, list[str]] = {}
+            for p, a in pairs_rc:
+                d.setdefault(a, []).append(p)
+            by_anchor.append(d)
+        common = set.intersection(*(set(d) for d in by_anchor))
         groups = g.trait_groups
         for a in sorted(common):
-            lists = [sorted(p for p, x in s if x == a) for s in per_rc]
+            lists = [sorted(d[a]) for d in by_anchor]
             for combo in itertools.product(*lists):
                 provs = [self.by_uuid[u] for u in combo]
                 if any(p.traits & g.forbidden for p in provs):
