@@ -63,10 +63,10 @@ class TraitBits:
         """Bool per row ``< n`` (or per entry of ``rows``): it has a trait
         of every any-of group and none of ``forbidden``. One gather of
         trait-set ids; the distinct sets are tested in Python."""
-        groups = [frozenset(g) for g in groups]
+        wanted = [frozenset(g) for g in groups]
         banned = frozenset(forbidden)
-        ok = np.array([all(names & g for g in groups) and not names & banned
-                       for names in self.sets], bool)
+        ok = np.fromiter((all(names & g for g in wanted) and not names & banned
+                          for names in self.sets), bool, count=len(self.sets))
         ids = self.set_of_row[:n] if rows is None else self.set_of_row[rows]
         return ok[ids]
 

@@ -126,10 +126,10 @@ class TreeSolver:
         pre, best, shared = self.availability(sup, pre)
         pos = np.flatnonzero(pre)
         picks = []
-        for b, s in zip(best, shared):
-            p = b[pos]
+        for member, sharing in zip(best, shared):
+            p = member[pos]
             if (p < 0).any():
-                p = np.where(p >= 0, p, s[pos])
+                p = np.where(p >= 0, p, sharing[pos])
             picks.append(p)
         if sup.trait_groups and sup.unnumbered_slots():
             chosen = self._combinations(sup, pos)
@@ -138,8 +138,8 @@ class TreeSolver:
             keep = np.flatnonzero(chosen[0])
             pos = pos[keep]
             picks = [p[keep] for p in picks]
-            for s, rows in chosen[1].items():
-                picks[s] = rows[keep]
+            for s, chosen_rows in chosen[1].items():
+                picks[s] = chosen_rows[keep]
         ok = self.verify(sup, picks)
         if ok.all():
             return Picks(pos, picks)
@@ -155,8 +155,8 @@ class TreeSolver:
             first = enumerator.first(int(pos[i]))
             if first is not None:
                 ok[i] = True
-                for s, row in enumerate(first):
-                    picks[s][i] = row
+                for s, picked in enumerate(first):
+                    picks[s][i] = picked
         return Picks(pos[ok], [p[ok] for p in picks])
 
     def _enumerate(self, pos: np.ndarray, enumerator, n_slots: int) -> Picks:

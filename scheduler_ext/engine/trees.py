@@ -81,10 +81,11 @@ def build(ix: "CapacityIndex") -> Trees:
     root_of = np.where(alive, rows, -1)
     for row, (parent, root) in ix.tree.items():
         p, r = ix.row_of.get(parent or ""), ix.row_of.get(root)
-        ok = (alive[row] and p is not None and r is not None and alive[p]
-              and alive[r] and r not in ix.tree)
-        parent_of[row] = p if ok else -1
-        root_of[row] = r if ok else -1
+        if alive[row] and p is not None and r is not None and alive[p] \
+                and alive[r] and r not in ix.tree:
+            parent_of[row], root_of[row] = p, r
+        else:
+            root_of[row] = -1
     roots = np.flatnonzero(root_of == rows)
     root_pos = np.full(n, -1, np.int64)
     root_pos[roots] = np.arange(len(roots))

@@ -13,7 +13,11 @@ any ``PlacementClient``; ``nested_requests`` draws queries for it.
 from __future__ import annotations
 
 import random
+from typing import Iterable
 
+import numpy as np
+
+from scheduler_ext.engine.fleet_arrays import ColumnarFleet, InventoryColumns
 from scheduler_ext.lab.synthetic import (CUSTOM_TRAITS, SHARING, STANDARD_TRAITS,
                                          FleetSpec, ProviderSpec, chunk, new_uuid,
                                          random_inventory)
@@ -168,3 +172,43 @@ def _usage(providers: list[ProviderSpec], rng: random.Random
     mover = new_uuid(rng)
     consumers[mover] = server
     return consumers, mover
+
+
+def spec_columnar(spec: FleetSpec, without: Iterable[str] = ()) -> ColumnarFleet:
+    """``spec`` as a ``ColumnarFleet`` (for ``placement_db.load_placement_db``)
+    with the usage of every consumer but those in ``without``."""
+    skip = set(without)
+    used: dict[tuple[str, str], int] = {}
+    for consumer, allocs in spec.consumers.items():
+        if consumer not in skip:
+            for rp, res in allocs.items():
+                for rc, n in res.items():
+                    used[(rp, rc)] = used.get((rp, rc), 0) + n
+    cols: dict[str, list] = {}
+    for row, p in enumerate(spec.providers):
+        for rc, inv in p.inventories.items():
+            cols.setdefault(rc, []).append(
+                (row, inv.total, inv.reserved, inv.min_unit, inv.max_unit,
+                 inv.step_size, inv.allocation_ratio, used.get((p.uuid, rc), 0)))
+    invs = {}
+    for rc, items in cols.items():
+        t = [np.array(x) for x in zip(*items)]
+        i64 = [a.astype(np.int64) for a in t]
+        invs[rc] = InventoryColumns(
+            rows=i64[0], total=i64[1], reserved=i64[2], min_unit=i64[3],
+            max_unit=i64[4], step_size=i64[5],
+            allocation_ratio=t[6].astype(np.float64), used=i64[7])
+    tsets = sorted({p.traits for p in spec.providers}, key=sorted)
+    asets = sorted({p.aggregates for p in spec.providers}, key=sorted)
+    root_of = {p.uuid: p.uuid for p in spec.providers}
+    for p in spec.providers:
+        if p.parent:
+            root_of[p.uuid] = root_of[p.parent]
+    return ColumnarFleet(
+        uuids=[p.uuid for p in spec.providers],
+        generations=np.ones(len(spec.providers), np.int64), inventories=invs,
+        trait_sets=tsets, trait_set_of=np.array([tsets.index(p.traits) for p in spec.providers]),
+        aggregate_sets=asets,
+        aggregate_set_of=np.array([asets.index(p.aggregates) for p in spec.providers]),
+        parents=[p.parent for p in spec.providers],
+        roots=[root_of[p.uuid] for p in spec.providers])

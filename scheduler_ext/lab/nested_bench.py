@@ -79,7 +79,7 @@ def nested_bench_fleet(n: int, seed: int = 0, *, hosts_per_aggregate: int = 100
     trait_of[nic0], trait_of[nic1], trait_of[gpu] = 5, 6, 7
     trait_of[pools] = 4
     agg_uuids = _uuids(rng, n_aggs)
-    agg_sets = [frozenset()] + [frozenset({a}) for a in agg_uuids]
+    agg_sets: list[frozenset[str]] = [frozenset()] + [frozenset({a}) for a in agg_uuids]
     agg_of = np.zeros(total, np.int64)
     agg_of[cn] = 1 + np.arange(n) // hosts_per_aggregate
     agg_of[pools] = 1 + np.arange(n_share) % n_aggs
@@ -100,10 +100,12 @@ def port_requests(limit: int | None = None, *, vgpu: bool = False
     """The bench flavors (``bench_engine.FLAVORS``) each with one granular
     group: a QoS port's bandwidth on physnet NET0, or (``vgpu``) one vGPU."""
     from scheduler_ext.lab.bench_engine import FLAVORS
-    group = RequestGroup("_GPU", {"VGPU": 1}, required=["CUSTOM_VGPU_TYPE_A"]) if vgpu \
-        else RequestGroup(PORT, {EGR: 1000, IGR: 1000},
-                          required=["CUSTOM_PHYSNET_NET0", "CUSTOM_VNIC_TYPE_NORMAL"])
+    group = RequestGroup("_GPU", {"VGPU": 1},
+                         required=frozenset(["CUSTOM_VGPU_TYPE_A"])) if vgpu \
+        else RequestGroup(PORT, {EGR: 1000, IGR: 1000}, required=frozenset(
+            ["CUSTOM_PHYSNET_NET0", "CUSTOM_VNIC_TYPE_NORMAL"]))
     return [CandidateRequest({"VCPU": c, "MEMORY_MB": m, "DISK_GB": d},
-                             root_forbidden=["COMPUTE_STATUS_DISABLED"], limit=limit,
+                             root_forbidden=frozenset(["COMPUTE_STATUS_DISABLED"]),
+                             limit=limit,
                              granular=(group,), group_policy="none")
             for c, m, d in FLAVORS]

@@ -281,6 +281,12 @@ class HttpPlacement:
 
     def snapshot(self) -> FleetSnapshot:
         """Four GETs per provider: slow at scale (see placement-semantics.md
-        section 5); the engine's bulk sources live elsewhere."""
-        return FleetSnapshot(tuple(read_provider(self, p.uuid)
-                                   for p in self.list_providers()))
+        section 5); the engine's bulk sources live elsewhere. Two more read
+        the custom traits and resource classes placement knows."""
+        traits = self._call("GET", "/traits?name=startswith:CUSTOM_", version="1.6")
+        classes = self._call("GET", "/resource_classes", version="1.7")
+        return FleetSnapshot(
+            tuple(read_provider(self, p.uuid) for p in self.list_providers()),
+            custom_traits=frozenset(traits["traits"]),
+            custom_classes=frozenset(c["name"] for c in classes["resource_classes"]
+                                     if c["name"].startswith("CUSTOM_")))
