@@ -4,9 +4,11 @@ A RequestSpec becomes nova's own placement query string
 (``utils.resources_from_request_spec``: flavor, extra specs, image traits,
 destination aggregates, ``in_tree`` of a targeted host, ``root_required``
 such as ``OWNER_NOVA``), parsed by the one query parser
-(``CandidateRequest.from_query``). A resize or cold migration is
-recognised by its ``pre-migrating`` Migration record. What our query
-cannot express exactly raises ``UseNova``.
+(``CandidateRequest.from_query``, by the rules of microversion 1.36, the
+one nova sends it with), granular groups, ``group_policy`` and
+``same_subtree`` included. A resize or cold migration is recognised by
+its ``pre-migrating`` Migration record. A query placement would refuse
+raises ``UseNova``.
 """
 
 from __future__ import annotations
