@@ -147,3 +147,23 @@ def test_incremental_index_matches_rebuilt_on_trees(seed):
         for request in requests:
             assert as_set(index.candidates(request)) == as_set(fresh.candidates(request))
             assert sorted(index.fit(request).uuids()) == sorted(fresh.fit(request).uuids())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_limit_keeps_a_subset_with_its_trees(seed):
+    spec, p = build(seed)
+    index = CapacityIndex.from_snapshot(p.snapshot())
+    trees = index.trees()
+    for request in random_nested_requests(spec, random.Random(seed), 10):
+        full = index.candidates(request)
+        for limit in (1, 3):
+            for randomize in (False, True):
+                part = index.candidates(request.replace(limit=limit, randomize=randomize),
+                                        rng=seed)
+                assert len(part["allocation_requests"]) == min(
+                    limit, len(full["allocation_requests"]))
+                assert as_set(part) <= as_set(full)
+                used = {rp for a in part["allocation_requests"] for rp in a["allocations"]}
+                roots = {trees.root_of[index.row_of[rp]] for rp in used}
+                assert set(part["provider_summaries"]) == {
+                    index.uuids[r] for r in range(trees.n) if trees.root_of[r] in roots}
