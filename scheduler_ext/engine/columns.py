@@ -117,7 +117,7 @@ class Column:
         return i if i < len(self.rows) and self.rows[i] == row else -1
 
     def positions(self, rows: np.ndarray) -> np.ndarray:
-        """Slots of ``rows`` (int64 array; rows of the index), -1 where
+        """Slots of ``rows`` (an integer array; rows of the index), -1 where
         absent. A sparse column asked for many rows keeps a row -> slot map
         (4 bytes per row of the index) instead of a binary search."""
         rows = np.asarray(rows, np.int64)
@@ -127,7 +127,7 @@ class Column:
             if self._slot_of is None or len(self._slot_of) < self.size:
                 self._slot_of = np.full(max(self.size, int(self.rows[-1]) + 1), -1, np.int32)
                 self._slot_of[self.rows] = np.arange(len(self.rows), dtype=np.int32)
-            return self._slot_of[rows].astype(np.int64)
+            return self._slot_of[rows]
         i = np.searchsorted(self.rows, rows)
         ok = i < len(self.rows)
         ok[ok] = self.rows[i[ok]] == rows[ok]
@@ -252,13 +252,16 @@ class Column:
             ok &= (amount % self.step_size) == 0
         return ok
 
-    def fits_at(self, slots: np.ndarray, amount: int) -> np.ndarray:
-        """Bool per entry of ``slots`` (-1: no slot, never fits): does
-        ``amount`` fit there (module docstring rule)."""
-        p = np.maximum(slots, 0)
+    def fits_at(self, slots: np.ndarray, amount: int, present: bool = False) -> np.ndarray:
+        """Bool per entry of ``slots`` (-1: no slot, never fits; none is -1
+        when ``present``): does ``amount`` fit there (module docstring
+        rule)."""
+        p = slots if present else np.maximum(slots, 0)
         if amount > MAX_INT:
             return np.zeros(len(p), bool)
-        ok = (slots >= 0) & (self.free[p] >= amount)
+        ok = self.free[p] >= amount
+        if not present:
+            ok &= slots >= 0
         if amount < self.max_min:
             ok &= self.min_unit[p] <= amount
         if amount > self.min_max:
@@ -276,13 +279,15 @@ class Column:
         mask[self.rows[ok]] = True
         return mask
 
-    def gather(self, field: str, rows: np.ndarray, default: int = 0) -> np.ndarray:
-        """``field`` at provider ``rows`` (``default`` where absent)."""
+    def gather(self, field: str, rows: np.ndarray, default: int = 0,
+               present: bool = False) -> np.ndarray:
+        """``field`` at provider ``rows`` (``default`` where absent; none is
+        when ``present``)."""
         arr = getattr(self, field)
         if not self.sparse:
             return arr[rows]
         p = self.positions(rows)
-        if not len(p) or p.min() >= 0:
+        if present or not len(p) or p.min() >= 0:
             return arr[p]
         out = np.full(len(p), default, arr.dtype)
         out[p >= 0] = arr[p[p >= 0]]

@@ -82,7 +82,7 @@ class Fit:
         col = self.index.columns.get(rc)
         if col is None:
             return np.zeros(len(rows), np.int64)
-        out = col.gather("free", rows)
+        out = col.gather("free", rows, present=rows is not self.rows)
         for (row, c), units in self.released.items():
             if c == rc:
                 out[rows == row] += units

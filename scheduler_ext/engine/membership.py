@@ -42,6 +42,8 @@ class TraitBits:
         self.set_of_row = np.zeros(0, np.int32)
         self.sets: list[frozenset[str]] = [_EMPTY]
         self._set_id: dict[frozenset[str], int] = {_EMPTY: 0}
+        #: bumped on every change of a row's traits
+        self.version = 0
 
     def grow(self, size: int) -> None:
         """Make room for rows ``< size``."""
@@ -101,6 +103,7 @@ class TraitBits:
         self.names[:n] = list(names_arr[set_of_row]) if len(interned) else [_EMPTY] * n
         ids = np.array([self.set_id(s) for s in interned] or [0], np.int32)
         self.set_of_row[:n] = ids[set_of_row] if len(interned) else 0
+        self.version += 1
 
     def _word_bits(self, names: Iterable[str], create: bool = True) -> dict[int, int]:
         out: dict[int, int] = {}
@@ -118,6 +121,7 @@ class TraitBits:
             arr[row] = bits.get(w, 0)
         self.names[row] = names
         self.set_of_row[row] = self.set_id(names)
+        self.version += 1
 
     # ------------------------------------------------------------ queries
     def any_of(self, names: Iterable[str], n: int) -> np.ndarray:

@@ -147,23 +147,30 @@ def fitting(ix: "CapacityIndex", trees: Trees, rc: str, amount: int
     return rows, free
 
 
+def _no_memo(key: tuple, compute: Callable):
+    return compute()
+
+
 def build(ix: "CapacityIndex", trees: Trees, request: CandidateRequest,
-          sharing: np.ndarray, holders: Callable = lambda rc: None) -> Supply:
+          sharing: np.ndarray, holders: Callable = lambda rc: None,
+          memo: Callable = _no_memo) -> Supply:
     """The slots of ``request`` over the index (``sharing``: the live
-    sharing rows, ascending; ``holders(rc)``: per compact root the row
-    and column slot holding ``rc`` when no tree holds it twice, else None;
-    the caller holds the lock)."""
+    sharing rows, ascending; ``holders(rc)``: see ``tree_query.holders``;
+    ``memo(key, compute)``: a cache of what depends only on the versions
+    named in ``key``; the caller holds the lock)."""
     n = trees.n
     roots = trees.roots
     anchor = np.ones(len(roots), bool)
     if request.root_required or request.root_forbidden:
-        anchor = ix.traits.match([[t] for t in request.root_required],
-                                 request.root_forbidden, rows=roots)
+        anchor = memo(("anchor", request.root_required, request.root_forbidden,
+                       ix.traits.version),
+                      lambda: ix.traits.match([[t] for t in request.root_required],
+                                              request.root_forbidden, rows=roots))
     slots: list[Slot] = []
     groups = request.groups
     for gi, group in enumerate(groups):
         if group.granular:
-            slots.append(_granular(ix, trees, gi, group, sharing, holders))
+            slots.append(_granular(ix, trees, gi, group, sharing, memo))
         else:
             anchor &= _unnumbered(ix, trees, gi, group, sharing, slots, holders)
     return Supply(request, groups, slots, anchor,
@@ -221,8 +228,10 @@ def _unnumbered(ix: "CapacityIndex", trees: Trees, gi: int, group: RequestGroup,
             return rows, free
         slot = Slot(gi, "", {rc: amount}, shared, rc, n, derive=derive)
         hold = holders(rc)
-        if hold is not None:
-            matrix, at = hold
+        if hold is not None and len(hold[0]) == 1 and member is None:
+            slot.best = _one_holder_best(ix.columns[rc], hold, amount, trees.n_roots)
+        elif hold is not None:
+            matrix, at = hold[0], hold[1]
             ok = ix.columns[rc].fits_at(at.ravel(), amount).reshape(at.shape)
             if member is not None:
                 ok &= member[np.maximum(matrix, 0)]
@@ -258,6 +267,15 @@ def _granular_ok(ix: "CapacityIndex", trees: Trees, group: RequestGroup,
     return ok
 
 
+def _one_holder_best(col, hold, amount: int, n_roots: int) -> np.ndarray:
+    """Per compact root the row holding the class (one per tree) when
+    ``amount`` fits there, else -1."""
+    pos, slots, rows = hold[2:5]
+    best = np.full(n_roots, -1, np.int64)
+    best[pos] = np.where(col.fits_at(slots, amount, present=True), rows, -1)
+    return best
+
+
 def matrix_best(ix: "CapacityIndex", matrix: np.ndarray, slots: np.ndarray,
                 ok: np.ndarray, rc: str) -> np.ndarray:
     """Per compact root the best row of ``matrix`` (see
@@ -276,16 +294,8 @@ def matrix_best(ix: "CapacityIndex", matrix: np.ndarray, slots: np.ndarray,
     return best
 
 
-def _from_matrix(ix: "CapacityIndex", matrix: np.ndarray, ok: np.ndarray, rc: str
-                 ) -> Callable[[], tuple[np.ndarray, np.ndarray | None]]:
-    def derive() -> tuple[np.ndarray, np.ndarray | None]:
-        rows = np.sort(matrix[ok])
-        return rows, ix.columns[rc].gather("free", rows)
-    return derive
-
-
 def _granular(ix: "CapacityIndex", trees: Trees, gi: int, group: RequestGroup,
-              sharing: np.ndarray, holders: Callable) -> Slot:
+              sharing: np.ndarray, memo: Callable) -> Slot:
     amounts = dict(group.resources)
     if not amounts:
         # resourceless: placement 16.0.0 finds nothing without traits or
@@ -296,44 +306,37 @@ def _granular(ix: "CapacityIndex", trees: Trees, gi: int, group: RequestGroup,
         return Slot(gi, group.suffix, amounts, among(rows, sharing), None, trees.n,
                     found=(rows, None))
     rc, amount = next(iter(amounts.items()))
-    shared = fitting_among(ix, rc, amount, sharing)
-    shared = shared[_granular_ok(ix, trees, group, shared)]
-    slot = Slot(gi, group.suffix, amounts, shared, rc, trees.n)
-    hold = holders(rc)
-    if hold is not None and len(hold[0]) == 1:
-        matrix, slots = hold
-        ok = ix.columns[rc].fits_at(slots.ravel(), amount) & _granular_ok(
-            ix, trees, group, np.maximum(matrix, 0).ravel())
-        ok = ok.reshape(matrix.shape)
-        slot.best = matrix_best(ix, matrix, slots, ok, rc)
-        slot.derive = _from_matrix(ix, matrix, ok, rc)
-        return slot
-    col = ix.columns.get(rc)
-    if col is not None and (not col.sparse or col.count * 16 >= trees.n):
-        rows = _granular_by_masks(ix, trees, group)
-        slot.found = (rows, col.gather("free", rows))
-        return slot
-    rows, free = fitting(ix, trees, rc, amount)
-    keep = _granular_ok(ix, trees, group, rows)
-    slot.found = (rows[keep], free[keep])
-    return slot
+    cols = [ix.columns.get(c) for c in amounts]
+    if any(col is None for col in cols):
+        return Slot(gi, group.suffix, amounts, _NONE, rc, trees.n, found=(_NONE, _NONE))
+    key = ("granular", group.trait_groups, group.forbidden, group.member_of,
+           group.forbidden_aggregates, group.in_tree, tuple(amounts),
+           tuple(col.version for col in cols), ix.traits.version)
+    rows, at = memo(key, lambda: _granular_static(ix, trees, group, cols))
+    ok = np.ones(len(rows), bool)
+    for col, n, slots in zip(cols, amounts.values(), at):
+        ok &= col.fits_at(slots, n, present=True)
+    rows = rows[ok]
+    free = cols[0].free[at[0][ok]]
+    return Slot(gi, group.suffix, amounts, among(rows, sharing), rc, trees.n,
+                found=(rows, free))
 
 
-def _granular_by_masks(ix: "CapacityIndex", trees: Trees, group: RequestGroup
-                       ) -> np.ndarray:
-    """``_granular_ok`` with bool masks over every row, for classes many
-    providers hold: the rows (ascending) where the group fits."""
-    n = trees.n
-    mask = trees.root_of >= 0 if trees.orphans else np.ones(n, bool)
-    for rc, amount in group.resources.items():
-        mask &= ix.columns[rc].fit_mask(amount, n) if rc in ix.columns else False
-    if group.trait_groups or group.forbidden:
-        mask &= ix.traits.match(group.trait_groups, group.forbidden, n)
-    agg_ok = _aggs_all(ix, group.member_of, n)
-    if agg_ok is not None:
-        mask &= agg_ok
-    if group.forbidden_aggregates:
-        mask &= ~ix.aggregates.member_mask(group.forbidden_aggregates, n)
+def _granular_static(ix: "CapacityIndex", trees: Trees, group: RequestGroup,
+                     cols: list) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(rows ascending, their slots in each of ``cols``) of the live
+    providers holding every class of the group and meeting its traits,
+    aggregates and ``in_tree``: what does not change with usage."""
+    first = cols[0]
+    rows = first.rows if first.sparse else np.flatnonzero(first.total[:trees.n] > 0)
+    rows = rows[rows < trees.n]
+    rows = rows[trees.root_of[rows] >= 0]
+    bare = RequestGroup(group.suffix, {}, group.required, group.forbidden,
+                        group.required_any, group.member_of,
+                        group.forbidden_aggregates, group.in_tree)
+    rows = rows[_granular_ok(ix, trees, bare, rows)]
     if group.in_tree is not None:
-        mask &= trees.root_of == _tree_of(ix, trees, group.in_tree)
-    return np.flatnonzero(mask)
+        rows = rows[trees.root_of[rows] == _tree_of(ix, trees, group.in_tree)]
+    at = [col.positions(rows) for col in cols]
+    held = np.all([a >= 0 for a in at], axis=0) if len(rows) else np.zeros(0, bool)
+    return rows[held], [a[held] for a in at]

@@ -6,7 +6,7 @@ holds the index lock."""
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -39,11 +39,13 @@ def state(ix: "CapacityIndex") -> tuple[treelib.Trees, treelib.TreeAggregates]:
 MAX_HOLDERS = 4
 
 
-def holders(ix: "CapacityIndex", rc: str) -> tuple[np.ndarray, np.ndarray] | None:
+def holders(ix: "CapacityIndex", rc: str) -> tuple[np.ndarray, ...] | None:
     """(rows, slots): per compact root the rows of its tree holding ``rc``
     and their slots in the column, as (k x n_roots) matrices padded with
     -1 (k: the most holders one tree has; row j of the matrix: each tree's
-    j-th holder in uuid order); None when k > ``MAX_HOLDERS``.
+    j-th holder in uuid order); None when k > ``MAX_HOLDERS``. With k = 1
+    three more arrays list the trees holding it compactly (compact root
+    positions, slots, rows).
     Cached per tree structure and column version."""
     trees = state(ix)[0]
     col = ix.columns.get(rc)
@@ -56,7 +58,7 @@ def holders(ix: "CapacityIndex", rc: str) -> tuple[np.ndarray, np.ndarray] | Non
     return hit[1]
 
 
-def _holder_matrix(trees: treelib.Trees, col) -> tuple[np.ndarray, np.ndarray] | None:
+def _holder_matrix(trees: treelib.Trees, col) -> tuple[np.ndarray, ...] | None:
     rows = col.rows if col.sparse else np.flatnonzero(col.total[:trees.n] > 0)
     rows = rows[rows < trees.n]
     rows = rows[trees.root_pos[rows] >= 0]
@@ -75,7 +77,22 @@ def _holder_matrix(trees: treelib.Trees, col) -> tuple[np.ndarray, np.ndarray] |
     matrix[col_of, pos] = rows
     slots = np.full((k, trees.n_roots), -1, np.int64)
     slots[col_of, pos] = col.positions(rows)
+    if k == 1:   # and the trees holding it, compact: (positions, slots, rows)
+        return matrix, slots, pos, slots[0][pos], rows
     return matrix, slots
+
+
+def memo(ix: "CapacityIndex", key: tuple, compute: Callable[[], Any]) -> Any:
+    """``compute()`` cached with the tree structure under ``key``, which
+    must name every version the value depends on besides the structure
+    and the aggregates (trait and column versions)."""
+    state(ix)
+    cache = ix.tree_cache[3] if ix.tree_cache is not None else {}
+    if key not in cache:
+        if len(cache) > 512:   # versions moved on: drop what is stale
+            cache.clear()
+        cache[key] = compute()
+    return cache[key]
 
 
 def members(ix: "CapacityIndex", rows: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -92,7 +109,8 @@ def _parts(ix: "CapacityIndex", request: CandidateRequest):
     sharing = ix.solver.sharing_rows()
     sharing = sharing[sharing < trees.n]
     sharing = sharing[trees.root_of[sharing] >= 0]
-    sup = supply.build(ix, trees, request, sharing, lambda rc: holders(ix, rc))
+    sup = supply.build(ix, trees, request, sharing, lambda rc: holders(ix, rc),
+                       lambda key, compute: memo(ix, key, compute))
     solver = TreeSolver(ix, trees, tagg)
     return trees, sup, solver, TreeEnumerator(ix, trees, tagg, sup, solver)
 

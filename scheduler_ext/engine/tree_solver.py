@@ -84,11 +84,11 @@ class TreeSolver:
         tagg = self.tagg
         pos = np.arange(self.trees.n_roots) if where is None else np.flatnonzero(where)
         best = agg_best[np.maximum(tagg.single[pos], 0)]
-        multi = tagg.single[tagg.pos] < 0
-        if multi.any():
+        multi_pos, multi_agg = tagg.several
+        if len(multi_pos):
             full = np.full(self.trees.n_roots, _BIG, np.int64)
             full[pos] = best
-            np.minimum.at(full, tagg.pos[multi], agg_best[tagg.agg[multi]])
+            np.minimum.at(full, multi_pos, agg_best[multi_agg])
             best = full[pos]
         found = best < _BIG
         out[pos[found]] = ranked[best[found]]
@@ -100,18 +100,25 @@ class TreeSolver:
         return treelib.preference_key(self.trees, slot.rows, free)
 
     def availability(self, sup: Supply, pre: np.ndarray
-                     ) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
+                     ) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray | None]]:
         """(roots with at least one supplier for every slot, and per slot:
-        best member per root, best sharing provider per root)."""
+        best member per root, best sharing provider per root or None when
+        no sharing provider may fill the slot)."""
         pre = pre & sup.anchor
-        best, shared = [], []
+        best: list[np.ndarray] = []
+        shared: list[np.ndarray | None] = []
         every = bool(sup.trait_groups)   # trait combinations want all options
         for slot in sup.slots:
-            best.append(slot.best if slot.best is not None else treelib.best_per_root(
-                self.trees, slot.rows, lambda slot=slot: self.slot_key(slot)))
-            lacking = None if every else pre & (best[-1] < 0)
+            member = slot.best if slot.best is not None else treelib.best_per_root(
+                self.trees, slot.rows, lambda slot=slot: self.slot_key(slot))
+            best.append(member)
+            if not len(slot.shared):
+                shared.append(None)
+                pre &= member >= 0
+                continue
+            lacking = None if every else pre & (member < 0)
             shared.append(self.best_reachable(slot.shared, slot.score_rc, lacking))
-            pre &= (best[-1] >= 0) | (shared[-1] >= 0)
+            pre &= (member >= 0) | (shared[-1] >= 0)
         return pre, best, shared
 
     def possible(self, sup: Supply) -> np.ndarray:
@@ -128,7 +135,7 @@ class TreeSolver:
         picks = []
         for member, sharing in zip(best, shared):
             p = member[pos]
-            if (p < 0).any():
+            if sharing is not None:
                 p = np.where(p >= 0, p, sharing[pos])
             picks.append(p)
         if sup.trait_groups and sup.unnumbered_slots():

@@ -171,6 +171,16 @@ class TreeAggregates:
     pos: np.ndarray
     agg: np.ndarray
 
+    @property
+    def several(self) -> tuple[np.ndarray, np.ndarray]:
+        """(pos, agg) of the pairs of trees with several aggregates."""
+        cached = self.__dict__.get("_several")
+        if cached is None:
+            keep = self.single[self.pos] < 0
+            cached = (self.pos[keep], self.agg[keep])
+            object.__setattr__(self, "_several", cached)
+        return cached
+
     def of(self, j: int) -> np.ndarray:
         lo, hi = np.searchsorted(self.pos, [j, j + 1])
         return self.agg[lo:hi]
