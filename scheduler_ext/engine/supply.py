@@ -306,9 +306,9 @@ def _granular(ix: "CapacityIndex", trees: Trees, gi: int, group: RequestGroup,
         return Slot(gi, group.suffix, amounts, among(rows, sharing), None, trees.n,
                     found=(rows, None))
     rc, amount = next(iter(amounts.items()))
-    cols = [ix.columns.get(c) for c in amounts]
-    if any(col is None for col in cols):
+    if any(c not in ix.columns for c in amounts):
         return Slot(gi, group.suffix, amounts, _NONE, rc, trees.n, found=(_NONE, _NONE))
+    cols = [ix.columns[c] for c in amounts]
     key = ("granular", group.trait_groups, group.forbidden, group.member_of,
            group.forbidden_aggregates, group.in_tree, tuple(amounts),
            tuple(col.version for col in cols), ix.traits.version)

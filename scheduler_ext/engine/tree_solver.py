@@ -117,8 +117,9 @@ class TreeSolver:
                 pre &= member >= 0
                 continue
             lacking = None if every else pre & (member < 0)
-            shared.append(self.best_reachable(slot.shared, slot.score_rc, lacking))
-            pre &= (member >= 0) | (shared[-1] >= 0)
+            reach = self.best_reachable(slot.shared, slot.score_rc, lacking)
+            shared.append(reach)
+            pre &= (member >= 0) | (reach >= 0)
         return pre, best, shared
 
     def possible(self, sup: Supply) -> np.ndarray:
