@@ -340,7 +340,7 @@ class CapacityIndex:
 
     def _tree_path(self, request: CandidateRequest) -> bool:
         names.check(self, request)
-        return bool(request.granular) or self.trees().nested
+        return bool(request.granular) or len(request.trait_groups) > 64 or self.trees().nested
 
     # ------------------------------------------------------------ queries
     def fit(self, request: CandidateRequest, released: AllocationsLike = None, *,

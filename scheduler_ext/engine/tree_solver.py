@@ -139,6 +139,8 @@ class TreeSolver:
             if sharing is not None:
                 p = np.where(p >= 0, p, sharing[pos])
             picks.append(p)
+        if len(sup.trait_groups) > 64:   # beyond one mask word: exactly
+            return self._enumerate(pos, enumerator, len(sup.slots))
         if sup.trait_groups and sup.unnumbered_slots():
             chosen = self._combinations(sup, pos)
             if chosen is None:
