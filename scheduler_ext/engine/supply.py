@@ -172,7 +172,8 @@ def build(ix: "CapacityIndex", trees: Trees, request: CandidateRequest,
         if group.granular:
             slots.append(_granular(ix, trees, gi, group, sharing, memo))
         else:
-            anchor &= _unnumbered(ix, trees, gi, group, sharing, slots, holders)
+            # not in place: ``anchor`` may be the memo's own array
+            anchor = anchor & _unnumbered(ix, trees, gi, group, sharing, slots, holders)
     return Supply(request, groups, slots, anchor,
                   request.trait_groups if request.resources else ())
 

@@ -338,3 +338,22 @@ def test_a_child_whose_root_is_missing_takes_part_in_nothing(gpu_host):
     index = CapacityIndex.from_snapshot(partial)
     assert index.trees().n_roots == 0
     assert index.candidates(R({"VGPU": 1}))["allocation_requests"] == []
+
+
+def test_forbidden_aggregates_leave_later_answers_alone():
+    """Regression: the root-trait filter is cached per index; a query that
+    narrowed the cached array in place (the unnumbered group's forbidden
+    aggregates) changed every later answer with the same root filter."""
+    f = Fleet()
+    f.add("cn1", {"VCPU": 4}, aggs=[AGG])
+    f.add("cn2", {"VCPU": 4})
+    f.add("gpu", {"VGPU": 1}, parent="cn2")
+    index = f.index()
+    r = R({"VCPU": 1}, root_forbidden=["COMPUTE_STATUS_DISABLED"])
+    before = f.names(index.candidates(r))
+    assert len(before) == 2
+    narrowed = R({"VCPU": 1}, root_forbidden=["COMPUTE_STATUS_DISABLED"],
+                 forbidden_aggregates=[AGG])
+    assert len(index.candidates(narrowed)["allocation_requests"]) == 1
+    assert f.names(index.candidates(r)) == before
+    assert len(index.fit(r)) == 2
