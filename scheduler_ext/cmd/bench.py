@@ -145,7 +145,7 @@ def _sizes(text: str, flag: str) -> list[int] | None:
 def run(args: argparse.Namespace) -> int:
     if args.scale_out:
         return run_scale_out(args)
-    if args.nested:
+    if args.nested is not None:
         nested = _sizes(args.nested, "--nested")
         return 2 if nested is None else run_nested(nested, args)
     sizes = _sizes(args.sizes, "--sizes")
