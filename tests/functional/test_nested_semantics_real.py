@@ -188,3 +188,35 @@ def test_released_child_allocations_match_a_real_delete(fleet):
     real = get(fleet.c, "&".join(f"{k}={v}" for k, v in request.to_query())).json()
     assert fleet.mine(index.candidates(request, released)) == fleet.mine(real) != []
     assert index.fit(request, released).uuids() == [fleet.u["cn"]]
+
+
+def test_granular_member_of_is_the_providers_own(fleet):
+    """The root's aggregate spans its tree for the unnumbered group, not for
+    a granular group: there the provider itself must be in it."""
+    fleet.add("cn", {"VCPU": 4}, aggs=[fleet.agg])
+    fleet.add("gpu", {"VGPU": 1}, parent="cn")
+    index = fleet.index()
+    for query, count in ((f"resources=VGPU:1&member_of={fleet.agg}", 1),
+                         (f"resources1=VGPU:1&member_of1={fleet.agg}", 0)):
+        real = fleet.mine(get(fleet.c, query).json())
+        ours = fleet.mine(index.candidates(CandidateRequest.from_query(parse_qsl(query))))
+        assert len(real) == count and ours == real, query
+
+
+def test_resourceless_groups(fleet):
+    """A resourceless group ignores its in_tree, and finds nothing without
+    required traits or member_of (so the whole answer is empty)."""
+    gpu_fleet(fleet)
+    fleet.add("other", {"VCPU": 1})
+    other = fleet.u["other"]
+    cases = (
+        (f"resources1=VGPU:1&required2=CUSTOM_GPU_A&in_tree2={other}"
+         "&same_subtree=1,2&group_policy=none", 1),
+        ("resources1=VGPU:1&required2=!CUSTOM_GPU_A&same_subtree=1,2"
+         "&group_policy=none", 0),
+    )
+    index = fleet.index()
+    for query, count in cases:
+        real = fleet.mine(get(fleet.c, query).json())
+        ours = fleet.mine(index.candidates(CandidateRequest.from_query(parse_qsl(query))))
+        assert len(real) == count and ours == real, query
