@@ -43,7 +43,7 @@ class EngineCandidateSource:
             query, weigher=self.weigher, k=limit,
             host_subset_size=self.host_subset_size)
         return [Candidate(c.root, allocations.from_request(c.allocation_request),
-                          c.weight)
+                          c.weight, c.allocation_request.get("mappings"))
                 for c in choices]
 
     def move_candidates(self, query: CandidateRequest, *, limit: int,
@@ -94,6 +94,6 @@ def _position(rows: np.ndarray, row: int) -> int | None:
 
 
 def _candidate(fit: Fit, i: int, weight: float) -> Candidate:
-    return Candidate(fit.uuids(np.array([i]))[0],
-                     allocations.from_request(fit.allocation_request(i)),
-                     float(weight))
+    request = fit.allocation_request(i)
+    return Candidate(fit.uuids(np.array([i]))[0], allocations.from_request(request),
+                     float(weight), request.get("mappings"))

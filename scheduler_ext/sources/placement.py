@@ -68,7 +68,8 @@ class PlacementCandidateSource:
         params = query.replace(limit=self.results).to_query()
         answer = self.client.allocation_candidates(params)
         summaries = answer["provider_summaries"]
-        cands = [Candidate(_root(req, summaries), allocations.from_request(req))
+        cands = [Candidate(_root(req, summaries), allocations.from_request(req),
+                           mappings=req.get("mappings"))
                  for req in answer["allocation_requests"]]
         return cands, summaries
 
@@ -82,7 +83,7 @@ class PlacementCandidateSource:
                 out[i] = s["capacity"] - s["used"] if s else 0
             return out
         weights = self.weigher.weigh(free, len(cands))
-        out = [Candidate(c.root, c.allocations, float(w))
+        out = [Candidate(c.root, c.allocations, float(w), c.mappings)
                for c, w in zip(cands, weights)]
         out.sort(key=lambda c: (-c.weight, c.root))
         best: dict[str, Candidate] = {}
