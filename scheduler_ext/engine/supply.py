@@ -268,6 +268,19 @@ def _granular_ok(ix: "CapacityIndex", trees: Trees, group: RequestGroup,
     return ok
 
 
+def granular_filters_pass(ix: "CapacityIndex", trees: Trees, group: RequestGroup,
+                          rows: np.ndarray) -> np.ndarray:
+    """Bool per entry of ``rows``: the provider meets the group's traits,
+    aggregates and ``in_tree`` (capacity is not looked at)."""
+    bare = RequestGroup(group.suffix, {}, group.required, group.forbidden,
+                        group.required_any, group.member_of,
+                        group.forbidden_aggregates, group.in_tree)
+    ok = _granular_ok(ix, trees, bare, rows)
+    if group.resources and group.in_tree is not None:
+        ok &= trees.root_of[rows] == _tree_of(ix, trees, group.in_tree)
+    return ok
+
+
 def _one_holder_best(col, hold, amount: int, n_roots: int) -> np.ndarray:
     """Per compact root the row holding the class (one per tree) when
     ``amount`` fits there, else -1."""
@@ -332,12 +345,7 @@ def _granular_static(ix: "CapacityIndex", trees: Trees, group: RequestGroup,
     rows = first.rows if first.sparse else np.flatnonzero(first.total[:trees.n] > 0)
     rows = rows[rows < trees.n]
     rows = rows[trees.root_of[rows] >= 0]
-    bare = RequestGroup(group.suffix, {}, group.required, group.forbidden,
-                        group.required_any, group.member_of,
-                        group.forbidden_aggregates, group.in_tree)
-    rows = rows[_granular_ok(ix, trees, bare, rows)]
-    if group.in_tree is not None:
-        rows = rows[trees.root_of[rows] == _tree_of(ix, trees, group.in_tree)]
+    rows = rows[granular_filters_pass(ix, trees, group, rows)]
     at = [col.positions(rows) for col in cols]
     held = np.all([a >= 0 for a in at], axis=0) if len(rows) else np.zeros(0, bool)
     return rows[held], [a[held] for a in at]

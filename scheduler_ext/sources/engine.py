@@ -77,15 +77,15 @@ class EngineCandidateSource:
                    released: Allocations | None) -> Candidate | None:
         """The source host's candidate: on the providers the server's old
         allocations use (its disk stays on the sharing provider it is on,
-        its devices on their child providers; see ``engine.pinned``),
+        its devices on their child providers, its granular groups where the
+        request allows; see ``engine.pinned``),
         checked with ``released`` treated as free; None if that does not
         fit. Without old allocations, the engine's own pick."""
         cand = _candidate(fit, i, weight)
         if not old:
             return cand
-        base = {rc: rp for rp, res in cand.allocations.items() for rc in res}
-        allocs = pinned(self.index, fit.request, cand.root, base, old, released)
-        return None if allocs is None else Candidate(cand.root, allocs, weight)
+        kept = pinned(self.index, fit, i, old, released)
+        return None if kept is None else Candidate(cand.root, kept[0], weight, kept[1])
 
 
 def _position(rows: np.ndarray, row: int) -> int | None:
