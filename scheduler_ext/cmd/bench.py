@@ -21,6 +21,13 @@ one run reports:
 * index memory as bytes per provider per resource class, build time, and
   the cost of one ``apply`` (claim + release) and ``refresh_provider``.
 
+With ``--nested SIZES`` it measures nested fleets instead: SIZES compute
+nodes each with three children (two bandwidth NICs and a pGPU, see
+``lab.nested_bench``), ``select`` for the five flavors each with one
+granular group (a QoS port's bandwidth, and a vGPU), the plain-Python
+reading of placement's steps as baseline, and with ``--placement`` a real
+placement on the same nested fleet (up to ``--placement-max`` nodes).
+
 Timings are wall clock on whatever else the machine runs; the load
 average is printed with them. Nothing here asserts a timing.
 """
@@ -82,6 +89,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale-out-ops", type=common.count(1), default=40,
                         help="operations per scheduler process "
                              "(default %(default)s)")
+    parser.add_argument("--nested", metavar="SIZES", type=common.count_list(10),
+                        help="instead of flat fleets, measure nested fleets of "
+                             "these many compute nodes (comma-separated, each "
+                             "at least 10), each with three children")
     common.add_format(parser)
     parser.add_argument("--json", metavar="PATH", type=common.writable_file,
                         help="also write the results as JSON to PATH")
@@ -147,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
     _require(args)
     if args.scale_out:
         return run_scale_out(args)
+    if args.nested:
+        return run_nested(args.nested, args)
     table = args.format == "table"
     results = []
     if table:
@@ -229,3 +242,58 @@ def _print_size(res: dict[str, Any]) -> None:
               f"(x{sn['sql_refresh_no_change_s'] / ac:.2f})  "
               f"refresh 100 changed={sn['sql_refresh_100_changed_s'] * 1000:.0f}ms "
               f"(x{sn['sql_refresh_100_changed_s'] / ac:.2f})", flush=True)
+
+
+# ------------------------------------------------------------------ nested
+def run_nested(sizes: list[int], args: argparse.Namespace) -> int:
+    from scheduler_ext.lab.nested_bench import nested_bench_fleet
+    table = args.format == "table"
+    results = []
+    if table:
+        print(f"# scheduler-ext bench --nested, load average "
+              f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", flush=True)
+    for n in sizes:
+        gen_s, fleet = measure.timed(lambda: nested_bench_fleet(n, args.seed))
+        build_s, index = measure.timed(lambda: CapacityIndex.from_columnar(fleet))
+        index.trees()
+        res: dict[str, Any] = {"compute_nodes": n, "providers": len(fleet),
+                               "build_s": build_s,
+                               "engine": measure.bench_nested_engine(index, args)}
+        if n <= args.baseline_max:
+            res["baseline"] = measure.bench_nested_baseline(fleet, index, args)
+        if args.placement and n <= args.placement_max:
+            res["placement"] = measure.bench_nested_placement(fleet, index, args)
+        results.append(res)
+        if table:
+            _print_nested(res)
+    doc = {"load_average": os.getloadavg(), "nested": results}
+    if table:
+        print(f"# load average {os.getloadavg()[0]:.2f}", flush=True)
+    else:
+        print(json.dumps(doc, indent=2, default=_fmt))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=2, default=_fmt)
+    return common.OK
+
+
+def _print_nested(res: dict[str, Any]) -> None:
+    e = res["engine"]
+    port, vgpu = e["port"]["select"], e["vgpu"]["select"]
+    line = [f"compute_nodes={res['compute_nodes']}", f"providers={res['providers']}",
+            f"build={res['build_s']:.2f}s",
+            f"select port median={port['median_ms']:.3f}ms p99={port['p99_ms']:.3f}ms",
+            f"select vgpu median={vgpu['median_ms']:.3f}ms",
+            f"fit port median={e['port']['fit']['median_ms']:.3f}ms",
+            f"candidates(limit=1000) median={e['candidates_limit_1000']['median_ms']:.2f}ms"]
+    if "baseline" in res:
+        b = res["baseline"]
+        line.append(f"python-loop median={b['fitting_roots']['median_ms']:.1f}ms "
+                    f"(x{b['fitting_roots']['median_ms'] / port['median_ms']:.0f}, "
+                    f"same roots: {b['same_roots']})")
+    if "placement" in res:
+        p = res["placement"]
+        pm = p["get_allocation_candidates"]["median_ms"]
+        line.append(f"placement median={pm:.0f}ms (x{pm / port['median_ms']:.0f} vs "
+                    f"select; same unlimited answer: {p['same_candidates_unlimited']})")
+    print("  ".join(line), flush=True)

@@ -76,6 +76,10 @@ class Column:
         #: sparse only: the provider row of each slot, ascending (empty
         #: when dense)
         self.rows = np.zeros(0, np.int64)
+        # sparse only: row -> slot (-1 none) for gathers over many rows,
+        # rebuilt lazily after ``rows`` changes (see ``positions``)
+        self._slot_of: np.ndarray | None = None
+        self.size = size  # rows the index has room for
         n = 0 if sparse else size
         self.total = np.zeros(n, _I32)
         self.reserved = np.zeros(n, _I32)
@@ -89,14 +93,21 @@ class Column:
         self.min_max = MAX_INT
         self.steps = False
         self.count = 0  # present slots
+        #: bumped whenever a row gains or loses this class
+        self.version = 0
 
     # ------------------------------------------------------------ layout
     def _arrays(self) -> tuple[str, ...]:
         return _FIELDS_I32 + ("ratio", "used", "free")
 
     def grow(self, size: int) -> None:
-        """Dense only: make room for rows ``< size`` (absent, neutral)."""
-        if self.sparse or size <= len(self.total):
+        """Make room for rows ``< size`` (dense: absent, neutral slots;
+        sparse: the row -> slot map, when kept)."""
+        self.size = max(self.size, size)
+        if self.sparse:
+            self._slot_of = None
+            return
+        if size <= len(self.total):
             return
         fill = {"min_unit": 1, "max_unit": MAX_INT, "step_size": 1, "ratio": 1.0}
         for name in self._arrays():
@@ -122,10 +133,17 @@ class Column:
         return i if i < len(self.rows) and self.rows[i] == row else -1
 
     def positions(self, rows: np.ndarray) -> np.ndarray:
-        """Slots of ``rows`` (int64 array), -1 where absent."""
+        """Slots of ``rows`` (an integer array; rows of the index), -1 where
+        absent. A sparse column asked for many rows keeps a row -> slot map
+        (4 bytes per row of the index) instead of a binary search."""
         rows = np.asarray(rows, np.int64)
         if not self.sparse:
             return np.where(rows < len(self.total), rows, -1)
+        if len(rows) > 256 and len(self.rows) > 256:
+            if self._slot_of is None or len(self._slot_of) < self.size:
+                self._slot_of = np.full(max(self.size, int(self.rows[-1]) + 1), -1, np.int32)
+                self._slot_of[self.rows] = np.arange(len(self.rows), dtype=np.int32)
+            return self._slot_of[rows]
         i = np.searchsorted(self.rows, rows)
         ok = i < len(self.rows)
         ok[ok] = self.rows[i[ok]] == rows[ok]
@@ -134,6 +152,7 @@ class Column:
     def _insert(self, row: int) -> int:
         i = int(np.searchsorted(self.rows, row))
         self.rows = np.insert(self.rows, i, row)
+        self._slot_of = None
         fill = {"min_unit": 1, "max_unit": MAX_INT, "step_size": 1, "ratio": 1.0}
         for name in self._arrays():
             setattr(self, name, np.insert(getattr(self, name), i,
@@ -149,6 +168,7 @@ class Column:
         if self.sparse:
             order = np.argsort(rows, kind="stable")
             self.rows = rows[order]
+            self._slot_of = None
             n = len(rows)
             for name in self._arrays():
                 setattr(self, name, np.zeros(n, getattr(self, name).dtype))
@@ -168,6 +188,7 @@ class Column:
             self.total[slots], self.reserved[slots], self.ratio[slots],
             self.single_precision) - self.used[slots]
         self.count = len(rows)
+        self.version += 1
         self.restat()
 
     def restat(self) -> None:
@@ -190,6 +211,7 @@ class Column:
                 return
             if self.total[p] > 0:
                 self.count -= 1
+                self.version += 1
             self.total[p] = self.reserved[p] = 0
             self.min_unit[p] = self.step_size[p] = 1
             self.max_unit[p] = MAX_INT
@@ -200,6 +222,7 @@ class Column:
             p = self._insert(row)
         if self.total[p] == 0:
             self.count += 1
+            self.version += 1
         self.total[p], self.reserved[p] = inv.total, inv.reserved
         self.min_unit[p], self.max_unit[p] = inv.min_unit, inv.max_unit
         self.step_size[p], self.ratio[p] = inv.step_size, inv.allocation_ratio
@@ -245,6 +268,24 @@ class Column:
             ok &= (amount % self.step_size) == 0
         return ok
 
+    def fits_at(self, slots: np.ndarray, amount: int, present: bool = False) -> np.ndarray:
+        """Bool per entry of ``slots`` (-1: no slot, never fits; none is -1
+        when ``present``): does ``amount`` fit there (module docstring
+        rule)."""
+        p = slots if present else np.maximum(slots, 0)
+        if amount > MAX_INT:
+            return np.zeros(len(p), bool)
+        ok = self.free[p] >= amount
+        if not present:
+            ok &= slots >= 0
+        if amount < self.max_min:
+            ok &= self.min_unit[p] <= amount
+        if amount > self.min_max:
+            ok &= self.max_unit[p] >= amount
+        if self.steps:
+            ok &= (amount % self.step_size[p]) == 0
+        return ok
+
     def fit_mask(self, amount: int, n: int) -> np.ndarray:
         """Bool per provider row ``< n``: does ``amount`` fit there."""
         ok = self.fit_slots(amount)
@@ -254,12 +295,16 @@ class Column:
         mask[self.rows[ok]] = True
         return mask
 
-    def gather(self, field: str, rows: np.ndarray, default: int = 0) -> np.ndarray:
-        """``field`` at provider ``rows`` (``default`` where absent)."""
+    def gather(self, field: str, rows: np.ndarray, default: int = 0,
+               present: bool = False) -> np.ndarray:
+        """``field`` at provider ``rows`` (``default`` where absent; none is
+        when ``present``)."""
         arr = getattr(self, field)
         if not self.sparse:
             return arr[rows]
         p = self.positions(rows)
+        if present or not len(p) or p.min() >= 0:
+            return arr[p]
         out = np.full(len(p), default, arr.dtype)
         out[p >= 0] = arr[p[p >= 0]]
         return out
@@ -285,4 +330,5 @@ class Column:
             new[rows] = old
             setattr(self, name, new)
         self.rows = np.zeros(0, np.int64)
+        self._slot_of = None
         self.sparse = False

@@ -1,10 +1,11 @@
 """The fast-path answer: roots that fit, as arrays, and the k best of them.
 
 A ``Fit`` is what ``CapacityIndex.fit`` returns: the anchor-root rows that
-have at least one allocation candidate, and for each requested class the
-provider row that supplies it in the one candidate picked per root. Nothing
-is turned into JSON until asked, so a scheduler can weigh 100k roots and
-build requests for the top few only.
+have at least one allocation candidate, and for the one candidate picked
+per root the provider row that supplies each class of the unnumbered group
+and the provider row of each granular group. Nothing is turned into JSON
+until asked, so a scheduler can weigh 100k roots and build requests for
+the top few only.
 """
 
 from __future__ import annotations
@@ -41,9 +42,10 @@ class Fit:
     """Roots fitting a request; see the module docstring.
 
     ``rows`` are ascending provider rows; ``sources[rc][i]`` is the row
-    supplying ``rc`` for root ``rows[i]``; ``released`` is ``{(row, rc):
-    units}`` treated as free when the fit was computed (applied again to
-    the values read here).
+    supplying ``rc`` of the unnumbered group for root ``rows[i]``;
+    ``granular[suffix][i]`` the row of that granular group; ``released``
+    is ``{(row, rc): units}`` treated as free when the fit was computed
+    (applied again to the values read here).
     """
 
     index: "CapacityIndex"
@@ -51,6 +53,7 @@ class Fit:
     rows: np.ndarray
     sources: Mapping[str, np.ndarray]
     released: Mapping[tuple[int, str], int]
+    granular: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -61,35 +64,61 @@ class Fit:
         u = self.index.uuids
         return [u[r] for r in rows.tolist()]
 
+    def supplier(self, rc: str) -> np.ndarray:
+        """Per root, the row supplying ``rc``: the unnumbered group's
+        supplier, else the first granular group taking ``rc``, else the
+        root itself."""
+        if rc in self.sources:
+            return self.sources[rc]
+        for group in self.request.granular:
+            if rc in group.resources:
+                return self.granular[group.suffix]
+        return self.rows
+
     def free(self, rc: str) -> np.ndarray:
         """int64 free units of ``rc`` per root: at the supplying provider
         when the request names ``rc``, else at the root (0 if it has none)."""
-        rows = self.sources.get(rc, self.rows)
+        rows = self.supplier(rc)
         col = self.index.columns.get(rc)
         if col is None:
             return np.zeros(len(rows), np.int64)
-        out = col.gather("free", rows)
+        out = col.gather("free", rows, present=rows is not self.rows)
         for (row, c), units in self.released.items():
             if c == rc:
                 out[rows == row] += units
         return out
 
     def allocation_request(self, i: int) -> dict:
-        """The allocation request picked for root ``rows[i]``."""
+        """The allocation request picked for root ``rows[i]``: amounts of
+        one class from one provider summed over the groups, and the
+        providers of each group (``mappings``, placement 1.34)."""
         u = self.index.uuids
         allocs: dict[str, dict] = {}
+        mappings: dict[str, set[str]] = {}
         for rc, amount in self.request.resources.items():
             rp = u[int(self.sources[rc][i])]
-            allocs.setdefault(rp, {"resources": {}})["resources"][rc] = amount
-        return {"allocations": allocs, "mappings": {"": sorted(allocs)}}
+            res = allocs.setdefault(rp, {"resources": {}})["resources"]
+            res[rc] = res.get(rc, 0) + amount
+            mappings.setdefault("", set()).add(rp)
+        for group in self.request.granular:
+            rp = u[int(self.granular[group.suffix][i])]
+            mappings[group.suffix] = {rp}
+            for rc, amount in group.resources.items():
+                res = allocs.setdefault(rp, {"resources": {}})["resources"]
+                res[rc] = res.get(rc, 0) + amount
+        return {"allocations": allocs,
+                "mappings": {k: sorted(v) for k, v in mappings.items()}}
 
     def provider_summaries(self, positions) -> dict[str, dict]:
-        """Summaries of every provider used by the picks at ``positions``."""
+        """Summaries of every provider of the trees used by the picks at
+        ``positions`` (placement's rule)."""
         positions = np.asarray(positions, np.int64)
         rows = np.concatenate([self.rows[positions]]
-                              + [s[positions] for s in self.sources.values()])
+                              + [s[positions] for s in self.sources.values()]
+                              + [g[positions] for g in self.granular.values()])
         with self.index.lock:
-            return self.index.provider_summaries(rows, self.released)
+            return self.index.provider_summaries(
+                self.index.tree_members(rows), self.released)
 
     def best(self, k: int = 1, *, weigher: weighing.Weigher | None = None,
              host_subset_size: int = 1,

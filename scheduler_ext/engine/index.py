@@ -14,22 +14,26 @@ The index is a cache of placement: a stale row costs the caller a retry of
 its claim, nothing more. ``refresh_provider`` updates one row by generation,
 ``apply`` adds or removes a claim's usage; both cost O(what they touch).
 
-Semantics follow ``shared/placement-semantics.md`` section 2 for a flat
-fleet (every provider a root) and one unsuffixed request group; see
-``CandidateRequest``. A query against a fleet holding nested (child)
-providers raises ``Unsupported``.
+Semantics follow placement 16.0.0 (``shared/placement-semantics.md``
+section 2, ``docs/placement-nested-semantics.rst``): provider trees,
+sharing providers, the unnumbered and granular request groups,
+``group_policy``, ``same_subtree`` and ``mappings``; see
+``CandidateRequest``. A flat fleet asked an unnumbered group only goes
+through ``Solver``/``Enumerator``; everything else through
+``TreeSolver``/``TreeEnumerator`` (``trees()`` gives the tree structure in
+numpy form).
 """
 
 from __future__ import annotations
 
-import contextlib
 import random
 import threading
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from scheduler_ext.engine import summaries
+from scheduler_ext.engine import bulk, names, overlay, summaries, tree_query
+from scheduler_ext.engine import trees as treelib
 from scheduler_ext.engine.columns import Column, column_name
 from scheduler_ext.engine.enumeration import Enumerator
 from scheduler_ext.engine.fit import Choice, Fit
@@ -86,6 +90,12 @@ class CapacityIndex:
         self.aggregates = AggregateSets()
         self.sharing_set: set[int] = set()
         self.solver = Solver(self)
+        #: bumped whenever rows appear, die or change parent (trees() cache)
+        self.structure_version = 0
+        self.tree_cache: tuple | None = None  # see ``tree_query.state``
+        #: custom names placement knows (None: unknown; ``names.check``)
+        self.known_traits: frozenset[str] | None = None
+        self.known_classes: frozenset[str] | None = None
 
     # ------------------------------------------------------------ building
     @classmethod
@@ -93,6 +103,7 @@ class CapacityIndex:
         """Index every provider of ``snapshot`` (``client.snapshot()``)."""
         idx = cls.from_columnar(ColumnarFleet.from_snapshot(snapshot), **kwargs)
         idx.setups[:idx.n_rows] = [setup_key(r) for r in snapshot.providers]
+        idx.set_known_names(snapshot.custom_traits, snapshot.custom_classes)
         return idx
 
     @classmethod
@@ -128,6 +139,13 @@ class CapacityIndex:
                 if parent:
                     idx.tree[row] = (parent, fleet.roots[row])
         return idx
+
+    def set_known_names(self, traits: Iterable[str] | None,
+                        classes: Iterable[str] | None) -> None:
+        """The custom traits and resource classes placement knows (from a
+        full snapshot); None: not known (see ``names.check``)."""
+        self.known_traits = None if traits is None else frozenset(traits)
+        self.known_classes = None if classes is None else frozenset(classes)
 
     def _reserve(self, size: int, exact: bool = False) -> None:
         if size <= self._cap:
@@ -172,15 +190,8 @@ class CapacityIndex:
                     if (s := col.summary(row)) is not None}
 
     def memory(self) -> dict[str, float]:
-        """Bytes in numpy arrays; per provider per class: column bytes."""
-        cols = sum(c.nbytes for c in self.columns.values())
-        rows = sum(a.nbytes for a in (self.generations, self.alive, self.setups,
-                                      self.key_hi, self.key_lo))
-        per = cols / max(1, self.n_rows * max(1, len(self.columns)))
-        extra = self.traits.nbytes + self.aggregates.nbytes
-        return {"columns": cols, "rows": rows, "traits": self.traits.nbytes,
-                "aggregates": self.aggregates.nbytes, "total": cols + rows + extra,
-                "bytes_per_provider_per_class": per}
+        """Bytes held in numpy arrays (see ``bulk.memory``)."""
+        return bulk.memory(self)
 
     # ------------------------------------------------------------- updates
     def apply(self, allocs: AllocationsLike, sign: int = 1) -> list[tuple[str, str]]:
@@ -207,13 +218,10 @@ class CapacityIndex:
                        keep: Iterable[str] = ()) -> None:
         """Set every provider's usage from ``(uuid, class, used)`` rows
         (placement's usage aggregate; unlisted: unused), except ``keep``
-        (re-read more recently). Unknown providers and classes are ignored.
-        Under the lock: O(providers) in numpy per class."""
+        (re-read more recently); see ``bulk.replace_usages``."""
         table = UsageTable.grouped(entries, self.row_of)  # before the lock
         with self.lock:
-            kept = [r for u in keep if (r := self.row_of.get(u)) is not None]
-            for rc, col in self.columns.items():
-                col.replace_used(*table.for_column(rc, col, kept))
+            bulk.replace_usages(self, table, keep)
 
     def refresh_provider(self, record: ProviderRecord) -> bool:
         """Re-index one provider if its generation changed (new: appended;
@@ -239,17 +247,10 @@ class CapacityIndex:
             return True
 
     def _refresh_usage(self, row: int, rec: ProviderRecord) -> bool:
-        changed = False
-        for rc in rec.inventories:
-            col = self.columns.get(rc)
-            p = col.pos(row) if col is not None else -1
-            if col is None or p < 0 or col.total[p] == 0:  # inventory differs
-                self._write(row, rec)
-                return True
-            delta = int(rec.usages.get(rc, 0)) - int(col.used[p])
-            if delta:
-                col.add_used(row, delta)
-                changed = True
+        changed = bulk.refresh_usage(self, row, rec)
+        if changed is None:  # inventory differs
+            self._write(row, rec)
+            return True
         return changed
 
     def remove_provider(self, rp_uuid: str) -> bool:
@@ -267,6 +268,7 @@ class CapacityIndex:
                 self.solver.forget_sharing()
             self.tree.pop(row, None)
             self.alive[row] = self.setups[row] = False
+            self.structure_version += 1
             return True
 
     def sync(self, snapshot: FleetSnapshot) -> tuple[int, int]:
@@ -278,6 +280,7 @@ class CapacityIndex:
                     if self.alive[row] and u not in seen]
             for u in gone:
                 self.remove_provider(u)
+            self.set_known_names(snapshot.custom_traits, snapshot.custom_classes)
             return changed, len(gone)
 
     def _append(self, uuid: str) -> int:
@@ -288,6 +291,7 @@ class CapacityIndex:
         self.row_of[uuid] = row
         hi, lo = uuid_keys([uuid])
         self.key_hi[row], self.key_lo[row] = hi[0], lo[0]
+        self.structure_version += 1
         return row
 
     def _write(self, row: int, rec: ProviderRecord) -> None:
@@ -315,56 +319,51 @@ class CapacityIndex:
         if was != now or (now and changed):
             self.solver.forget_sharing()
         parent = rec.provider.parent_provider_uuid
+        was_tree = self.tree.get(row)
         if parent:
             self.tree[row] = (parent, rec.provider.root_provider_uuid)
         else:
             self.tree.pop(row, None)
+        if was_tree != self.tree.get(row) or not self.alive[row]:
+            self.structure_version += 1
         self.generations[row] = rec.provider.generation
         self.alive[row] = True
 
-    # ----------------------------------------------------------- released
-    @contextlib.contextmanager
-    def _released(self, released: AllocationsLike) -> Iterator[dict[tuple[int, str], int]]:
-        """Subtract ``released`` from usage for the block, then restore.
-        Providers or classes the index lacks are ignored (nothing to free).
-        Yields ``{(row, rc): units}`` of what was subtracted."""
-        overlay: dict[tuple[int, str], int] = {}
-        for allocs in allocations.normalized_list(released, "released"):
-            for rp, res in allocs.items():
-                row = self.row_of.get(rp)
-                for rc, n in res.items():
-                    col = self.columns.get(rc)
-                    if row is None or col is None or col.summary(row) is None:
-                        continue
-                    overlay[(row, rc)] = overlay.get((row, rc), 0) + n
-        done: list[tuple[int, str, int]] = []
-        try:
-            for (row, rc), n in overlay.items():
-                self.columns[rc].add_used(row, -n)
-                done.append((row, rc, n))
-            yield overlay
-        finally:
-            for row, rc, n in done:
-                self.columns[rc].add_used(row, n)
+    # -------------------------------------------------------------- trees
+    def trees(self) -> treelib.Trees:
+        """The tree structure of the rows (rebuilt when it changed)."""
+        return tree_query.state(self)[0]
 
+    def tree_members(self, rows: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Every live row of the trees holding ``rows``."""
+        return tree_query.members(self, rows)
+
+    def _tree_path(self, request: CandidateRequest) -> bool:
+        names.check(self, request)
+        return bool(request.granular) or len(request.trait_groups) > 64 or self.trees().nested
+
+    # ------------------------------------------------------------ queries
     def fit(self, request: CandidateRequest, released: AllocationsLike = None, *,
             include_sharing_roots: bool = False) -> Fit:
         """The scheduler's fast path: every root that fits ``request`` with
         one allocation each, as arrays (no JSON built).
 
         ``released`` (``{rp: {rc: n}}`` or a list) is treated as free, e.g.
-        the old flavor of a moving server; placement is not touched.
-        Sharing providers are not returned as roots unless
-        ``include_sharing_roots`` (they are no compute hosts).
-        ``request.limit``/``randomize`` do not apply here (see ``Fit.best``).
+        the old allocations of a moving server, on any provider of a tree
+        (children included); placement is not touched. Sharing providers
+        are not returned as roots unless ``include_sharing_roots`` (they
+        are no compute hosts). ``request.limit``/``randomize`` do not apply
+        here (see ``Fit.best``).
         """
-        with self.lock, self._released(released) as overlay:
+        with self.lock, overlay.released(self, released) as freed:
+            if self._tree_path(request):
+                return tree_query.fit(self, request, freed, include_sharing_roots)
             ev = self.solver.evaluate(request)
             if not include_sharing_roots and self.sharing_set:
                 ev.pre = ev.pre.copy()
                 ev.pre[self.solver.sharing_rows()] = False
             rows, sources = self.solver.solve(ev)
-            return Fit(self, request, rows, sources, dict(overlay))
+            return Fit(self, request, rows, sources, dict(freed))
 
     def select(self, request: CandidateRequest, released: AllocationsLike = None, *,
                weigher: Weigher | None = None, k: int = 1, host_subset_size: int = 1,
@@ -382,12 +381,14 @@ class CapacityIndex:
         ``{"allocation_requests": [...], "provider_summaries": {...}}``.
 
         Every candidate placement would return (as a set; the order is
-        roots by uuid, then local before sharing suppliers), ``limit``
-        keeping the first N or, with ``randomize``, a sample drawn with
-        ``rng`` (a ``random.Random`` or a seed). O(candidates) in Python:
-        a scheduler wants ``fit``/``select``.
+        roots by uuid, then preferred suppliers first), ``limit`` keeping
+        the first N or, with ``randomize``, a sample drawn with ``rng`` (a
+        ``random.Random`` or a seed). O(candidates) in Python: a scheduler
+        wants ``fit``/``select``.
         """
-        with self.lock, self._released(released):
+        with self.lock, overlay.released(self, released):
+            if self._tree_path(request):
+                return tree_query.answer(self, request, rng)
             ev = self.solver.evaluate(request)
             return Enumerator(self, self.solver, ev).placement_answer(rng)
 

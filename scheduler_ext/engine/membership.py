@@ -38,13 +38,39 @@ class TraitBits:
         self.names: list[frozenset[str]] = []  # per row, interned
         self._intern: dict[frozenset[str], frozenset[str]] = {}
         self._size = 0
+        #: per row the id of its trait set in ``sets`` (id 0: no traits)
+        self.set_of_row = np.zeros(0, np.int32)
+        self.sets: list[frozenset[str]] = [_EMPTY]
+        self._set_id: dict[frozenset[str], int] = {_EMPTY: 0}
+        #: bumped on every change of a row's traits
+        self.version = 0
 
     def grow(self, size: int) -> None:
         """Make room for rows ``< size``."""
         self._size = max(self._size, size)
         self.words = [_grow(w, size) for w in self.words]
+        self.set_of_row = _grow(self.set_of_row, size)
         if len(self.names) < size:
             self.names.extend([_EMPTY] * (size - len(self.names)))
+
+    def set_id(self, names: frozenset[str]) -> int:
+        i = self._set_id.get(names)
+        if i is None:
+            i = self._set_id[names] = len(self.sets)
+            self.sets.append(names)
+        return i
+
+    def match(self, groups: Iterable[Iterable[str]] = (), forbidden: Iterable[str] = (),
+              n: int | None = None, rows: np.ndarray | None = None) -> np.ndarray:
+        """Bool per row ``< n`` (or per entry of ``rows``): it has a trait
+        of every any-of group and none of ``forbidden``. One gather of
+        trait-set ids; the distinct sets are tested in Python."""
+        wanted = [frozenset(g) for g in groups]
+        banned = frozenset(forbidden)
+        ok = np.fromiter((all(names & g for g in wanted) and not names & banned
+                          for names in self.sets), bool, count=len(self.sets))
+        ids = self.set_of_row[:n] if rows is None else self.set_of_row[rows]
+        return ok[ids]
 
     def _id(self, name: str) -> int:
         i = self.ids.get(name)
@@ -75,6 +101,9 @@ class TraitBits:
         names_arr = np.empty(len(interned), object)
         names_arr[:] = interned
         self.names[:n] = list(names_arr[set_of_row]) if len(interned) else [_EMPTY] * n
+        ids = np.array([self.set_id(s) for s in interned] or [0], np.int32)
+        self.set_of_row[:n] = ids[set_of_row] if len(interned) else 0
+        self.version += 1
 
     def _word_bits(self, names: Iterable[str], create: bool = True) -> dict[int, int]:
         out: dict[int, int] = {}
@@ -91,6 +120,8 @@ class TraitBits:
         for w, arr in enumerate(self.words):
             arr[row] = bits.get(w, 0)
         self.names[row] = names
+        self.set_of_row[row] = self.set_id(names)
+        self.version += 1
 
     # ------------------------------------------------------------ queries
     def any_of(self, names: Iterable[str], n: int) -> np.ndarray:
@@ -149,6 +180,8 @@ class AggregateSets:
         # per row: its aggregate id when it has exactly one, 0 when none,
         # -1 when several (most providers have one: a cheap direct gather)
         self.single = np.zeros(0, np.int32)
+        #: bumped on every change of a row's aggregates
+        self.version = 0
 
     def grow(self, size: int) -> None:
         self.start = _grow(self.start, size)
@@ -197,6 +230,7 @@ class AggregateSets:
         names = np.empty(len(ids), object)
         names[:] = ids
         self.sets[:n] = list(names[set_of_row])
+        self.version += 1
 
     def set_row(self, row: int, aggs: Iterable[str]) -> bool:
         """Replace ``row``'s aggregates; True if they changed."""
@@ -216,6 +250,7 @@ class AggregateSets:
         self.single[row] = new[0] if len(new) == 1 else (0 if not new else -1)
         self.e_len = need
         self.sets[row] = ids
+        self.version += 1
         if self.dead > 1024 and self.dead > self.e_len - self.dead:
             self.compact()
         return True

@@ -3,24 +3,38 @@
 A resize on the same host does not move the server's disk to another
 sharing provider, nor its devices to other child providers: each class the
 server already holds stays on the provider that holds it. ``pinned`` builds
-that candidate for one root from the engine's own pick (used only for the
-classes the server does not hold yet) and checks it against the index with
-the old allocations released: capacity, min/max/step, and the query's trait
-and aggregate filters over the providers it uses (placement-semantics.md
-section 2). It never writes the index.
+that candidate for one root from the engine's own pick (a ``Fit`` entry,
+used only for what the server does not hold yet) and checks it against the
+index with the old allocations released: capacity, min/max/step, and the
+query's trait and aggregate filters over the providers it uses
+(placement-semantics.md section 2). It never writes the index.
+
+The unnumbered group keeps each class on the provider holding it (the
+largest holder serving the root); the candidate is None when that does
+not fit or breaks a filter. A granular group (a port's bandwidth, a vGPU)
+is kept on a provider holding every class of the group, one provider per
+group where the old allocations allow it; when those picks break the
+group's own filters, ``group_policy=isolate`` or ``same_subtree``, or do
+not fit, the engine's picks for the granular groups are used instead (the
+old and new request groups are not matched by name: suffixes may change).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 import numpy as np
 
+from scheduler_ext.engine import supply
 from scheduler_ext.placement import Allocations
 from scheduler_ext.placement.query import CandidateRequest
 
 if TYPE_CHECKING:  # pragma: no cover
+    from scheduler_ext.engine.fit import Fit
     from scheduler_ext.engine.index import CapacityIndex
+
+#: (allocations ``{rp: {rc: n}}``, placement's ``mappings`` ``{suffix: [rp]}``)
+Pinned = tuple[dict[str, dict[str, int]], dict[str, list[str]]]
 
 
 def serves(index: "CapacityIndex", rp: str, root: str) -> bool:
@@ -35,27 +49,72 @@ def serves(index: "CapacityIndex", rp: str, root: str) -> bool:
         index.aggregates.row_uuids(row) & index.aggregates.row_uuids(root_row))
 
 
-def pinned(index: "CapacityIndex", request: CandidateRequest, root: str,
-           base: Mapping[str, str], pin: Allocations,
-           released: Allocations | None) -> dict[str, dict[str, int]] | None:
-    """The allocation of ``request`` on ``root`` with every class that
-    ``pin`` (the server's old allocations) holds on a provider serving
-    ``root`` kept on that provider (the largest holder), the other classes
-    on ``base[rc]`` (the engine's pick); None when it does not fit with
-    ``released`` treated as free, or breaks a filter of ``request``."""
-    supplier: dict[str, str] = {}
-    for rc in request.resources:
-        holders = sorted(((res[rc], rp) for rp, res in pin.items()
-                          if res.get(rc) and serves(index, rp, root)),
-                         key=lambda h: (-h[0], h[1]))
-        supplier[rc] = holders[0][1] if holders else base[rc]
+def pinned(index: "CapacityIndex", fit: "Fit", i: int, pin: Allocations,
+           released: Allocations | None) -> Pinned | None:
+    """The allocation of ``fit.request`` on root ``fit.rows[i]`` with what
+    ``pin`` (the server's old allocations) holds on providers serving that
+    root kept there (see the module docstring), the rest on the engine's
+    pick ``i`` of ``fit``; None when it does not fit with ``released``
+    treated as free, or breaks a filter of the request."""
+    request = fit.request
+    u = index.uuids
+    root = u[int(fit.rows[i])]
+    supplier = {rc: _holder(index, pin, root, (rc,), set())
+                or u[int(fit.sources[rc][i])] for rc in request.resources}
+    picks = {g.suffix: u[int(fit.granular[g.suffix][i])] for g in request.granular}
+    kept = _kept_groups(index, request, root, pin, picks)
+    with index.lock:
+        if not _filters_pass(index, request, root, set(supplier.values())):
+            return None
+        for granular in ([kept, picks] if kept != picks else [picks]):
+            allocs = _merged(request, supplier, granular)
+            if _fits(index, allocs, released or {}) and \
+                    _granular_pass(index, request, granular):
+                mappings = {g: [rp] for g, rp in granular.items()}
+                if supplier:
+                    mappings[""] = sorted(set(supplier.values()))
+                return allocs, mappings
+    return None
+
+
+def _holder(index: "CapacityIndex", pin: Allocations, root: str,
+            classes: Iterable[str], taken: set[str]) -> str | None:
+    """The provider of ``pin`` serving ``root`` that holds every one of
+    ``classes`` (most units first, one not ``taken`` before one that is,
+    then by uuid); None if there is none."""
+    classes = tuple(classes)
+    holders = sorted(((rp in taken, -sum(res[rc] for rc in classes), rp)
+                      for rp, res in pin.items()
+                      if all(res.get(rc) for rc in classes)
+                      and serves(index, rp, root)))
+    return holders[0][2] if holders else None
+
+
+def _kept_groups(index: "CapacityIndex", request: CandidateRequest, root: str,
+                 pin: Allocations, picks: Mapping[str, str]) -> dict[str, str]:
+    """Per granular group the provider of ``pin`` to keep it on (its
+    engine pick for a resourceless group or when none holds it)."""
+    kept: dict[str, str] = {}
+    taken: set[str] = set()
+    for group in request.granular:
+        rp = _holder(index, pin, root, group.resources, taken) \
+            if group.resources else None
+        kept[group.suffix] = rp or picks[group.suffix]
+        taken.add(kept[group.suffix])
+    return kept
+
+
+def _merged(request: CandidateRequest, supplier: Mapping[str, str],
+            granular: Mapping[str, str]) -> dict[str, dict[str, int]]:
+    """Amounts per provider and class over every group."""
     out: dict[str, dict[str, int]] = {}
     for rc, amount in request.resources.items():
-        out.setdefault(supplier[rc], {})[rc] = amount
-    with index.lock:
-        if not (_fits(index, out, released or {})
-                and _filters_pass(index, request, root, out)):
-            return None
+        res = out.setdefault(supplier[rc], {})
+        res[rc] = res.get(rc, 0) + amount
+    for group in request.granular:
+        for rc, amount in group.resources.items():
+            res = out.setdefault(granular[group.suffix], {})
+            res[rc] = res.get(rc, 0) + amount
     return out
 
 
@@ -79,8 +138,11 @@ def _fits(index: "CapacityIndex", allocs: Allocations,
 
 
 def _filters_pass(index: "CapacityIndex", request: CandidateRequest,
-                  root: str, allocs: Allocations) -> bool:
-    rows = np.array(sorted(index.row_of[rp] for rp in allocs), np.int64)
+                  root: str, providers: set[str]) -> bool:
+    """The unnumbered group's filters over the providers it uses."""
+    if not providers:
+        return True
+    rows = np.array(sorted(index.row_of[rp] for rp in providers), np.int64)
     root_row = index.row_of[root]
     traits, aggs = index.traits, index.aggregates
     if request.forbidden and traits.any_of_rows(request.forbidden, rows).any():
@@ -102,3 +164,24 @@ def _filters_pass(index: "CapacityIndex", request: CandidateRequest,
             return False
     return True
 
+
+def _granular_pass(index: "CapacityIndex", request: CandidateRequest,
+                   granular: Mapping[str, str]) -> bool:
+    """Each granular group's filters on its provider, ``isolate`` and
+    ``same_subtree`` over the groups' providers."""
+    if not request.granular:
+        return True
+    trees = index.trees()
+    rows = {s: index.row_of[rp] for s, rp in granular.items()}
+    for group in request.granular:
+        one = np.array([rows[group.suffix]], np.int64)
+        if not supply.granular_filters_pass(index, trees, group, one)[0]:
+            return False
+    if request.isolate and len(set(rows.values())) < len(rows):
+        return False
+    for names in request.same_subtree:
+        members = np.array([rows[s] for s in names if s in rows], np.int64)
+        if len(members) and not any(trees.is_ancestor_or_self(
+                np.full(len(members), top), members).all() for top in members):
+            return False
+    return True

@@ -1,5 +1,7 @@
 """Which anchor roots fit a query, vectorized: the masks of
-placement-semantics.md section 2 and the choice of one candidate per root.
+placement-semantics.md section 2 and the choice of one candidate per root,
+for a flat fleet (every provider a root) and the unnumbered group only
+(``CapacityIndex`` sends everything else to ``tree_solver``).
 
 ``Solver`` is ``CapacityIndex``'s collaborator for reading: it works on the
 index's public row storage (``columns``, ``traits``, ``aggregates``,
@@ -124,11 +126,6 @@ class Solver:
         if not isinstance(request, CandidateRequest):
             raise validation.bad("request", request, "must be a CandidateRequest")
         ix = self.ix
-        if ix.tree:
-            row, (parent, _) = next(iter(ix.tree.items()))
-            raise errors.Unsupported(
-                f"the fleet holds nested providers ({ix.uuids[row]} is a "
-                f"child of {parent}); ask placement")
         groups = request.trait_groups
         if len(groups) > 64:
             raise errors.Unsupported("more than 64 required trait groups")

@@ -185,3 +185,81 @@ def bench_snapshot(fleet: ColumnarFleet, args) -> dict:
         server.stop()
 
 
+
+
+# ------------------------------------------------------------------ nested
+def bench_nested_engine(index: CapacityIndex, args) -> dict:
+    """``select``/``fit`` on a nested fleet (``nested_bench``): the bench
+    flavors with a QoS port's bandwidth group, and with a vGPU group."""
+    from scheduler_ext.lab.nested_bench import port_requests
+    weigher = Weigher()
+    out: dict[str, Any] = {}
+    for name, requests in (("port", port_requests()), ("vgpu", port_requests(vgpu=True))):
+        index.select(requests[0], weigher=weigher, k=args.k)  # warm up
+        select, fit = [], []
+        for _ in range(args.repeat):
+            for r in requests:
+                select.append(timed(lambda: index.select(r, weigher=weigher, k=args.k))[0])
+                fit.append(timed(lambda: index.fit(r))[0])
+        out[name] = {"select": stats(select), "fit": stats(fit)}
+    limited = [timed(lambda: index.candidates(r))[0]
+               for r in port_requests(limit=1000) for _ in range(max(1, args.repeat // 10))]
+    out["candidates_limit_1000"] = stats(limited)
+    return out
+
+
+def bench_nested_baseline(fleet: ColumnarFleet, index: CapacityIndex, args) -> dict:
+    """The plain-Python reading of placement's steps (``lab.reference``) on
+    the same nested fleet: time per request and whether it finds the same
+    roots as the engine."""
+    from scheduler_ext.lab.nested_bench import port_requests
+    t, providers = timed(lambda: reference.from_columnar(fleet))
+    ref = reference.Reference(providers)
+    samples, same = [], True
+    requests = port_requests()
+    for i in range(max(len(requests), args.baseline_requests)):
+        r = requests[i % len(requests)]
+        dt, roots = timed(lambda: ref.fitting_roots(r))
+        samples.append(dt)
+        same &= sorted(roots) == sorted(index.fit(r).uuids())
+    return {"fitting_roots": stats(samples), "same_roots": same, "convert_s": t}
+
+
+def bench_nested_placement(fleet: ColumnarFleet, index: CapacityIndex, args) -> dict:
+    """A real placement holding the same nested fleet (database filled
+    directly): ``GET /allocation_candidates`` as nova asks it (microversion
+    1.36, ``limit=1000``) for the port requests, after checking that its
+    unlimited answer for one of them equals the engine's."""
+    from scheduler_ext.lab.nested import NESTED_TRAITS
+    from scheduler_ext.lab.nested_bench import port_requests
+    from scheduler_ext.lab.placement_server import LocalPlacement
+    from scheduler_ext.placement.http import HttpPlacement
+
+    server = LocalPlacement()
+    url = server.start()
+    try:
+        client = HttpPlacement.from_url(url, timeout=1200)
+        for trait in NESTED_TRAITS:
+            client.create_trait(trait)
+        db = os.path.join(server.directory or "", "placement.sqlite")
+        load_s, _ = timed(lambda: load_placement_db(db, fleet))
+
+        def get(request: CandidateRequest, version: str = "1.36") -> dict:
+            return client.allocation_candidates(request.to_query(), version)
+
+        probe = port_requests()[1]
+        same = _areqs(get(probe, "1.39")) == _areqs(index.candidates(probe))
+        samples = [timed(lambda: get(r))[0] for r in port_requests(limit=1000)
+                   for _ in range(args.placement_repeat)]
+        return {"get_allocation_candidates": stats(samples), "load_db_s": load_s,
+                "same_candidates_unlimited": same}
+    finally:
+        server.stop()
+
+
+def _areqs(answer: dict) -> set:
+    """Allocation requests with their mappings, comparable as a set."""
+    return {(frozenset((rp, rc, n) for rp, v in a["allocations"].items()
+                       for rc, n in v["resources"].items()),
+             frozenset((k, frozenset(v)) for k, v in a.get("mappings", {}).items()))
+            for a in answer["allocation_requests"]}

@@ -46,12 +46,16 @@ def load_placement_db(url: str, fleet: ColumnarFleet) -> None:
 
 
 def _providers(sa: Any, conn: Any, T: dict, fleet: ColumnarFleet) -> list[int]:
+    """Insert the providers, trees included (``fleet.parents``/``roots``)."""
     base = conn.execute(sa.select(sa.func.max(T["resource_providers"].c.id))).scalar() or 0
     ids = [base + 1 + i for i in range(len(fleet))]
+    id_of = dict(zip(fleet.uuids, ids))
+    parents = fleet.parents or [None] * len(fleet)
+    roots = fleet.roots or list(fleet.uuids)
     conn.execute(T["resource_providers"].insert(), [
         {"id": i, "uuid": u, "name": f"bench-{u}", "generation": 1,
-         "root_provider_id": i, "parent_provider_id": None}
-        for i, u in zip(ids, fleet.uuids)])
+         "root_provider_id": id_of[root], "parent_provider_id": id_of.get(parent or "")}
+        for i, u, parent, root in zip(ids, fleet.uuids, parents, roots)])
     return ids
 
 
@@ -76,15 +80,22 @@ def _inventories_and_usage(sa: Any, conn: Any, T: dict, fleet: ColumnarFleet,
     conn.execute(T["inventories"].insert(), inv_rows)
     if alloc_rows:
         conn.execute(T["allocations"].insert(), alloc_rows)
-    proj = conn.execute(T["projects"].insert(), [{"external_id": "bench"}])
-    user = conn.execute(T["users"].insert(), [{"external_id": "bench"}])
-    pid = proj.inserted_primary_key[0] if proj.inserted_primary_key else 1
-    uid = user.inserted_primary_key[0] if user.inserted_primary_key else 1
+    pid, uid = (_owner(sa, conn, T[name]) for name in ("projects", "users"))
     owners = sorted({a["consumer_id"] for a in alloc_rows})
     if owners:
         conn.execute(T["consumers"].insert(), [
             {"uuid": c, "project_id": pid, "user_id": uid, "generation": 1}
             for c in owners])
+
+
+def _owner(sa: Any, conn: Any, table: Any) -> int:
+    """The id of the 'bench' project (or user), created on first use."""
+    found = conn.execute(sa.select(table.c.id).where(
+        table.c.external_id == "bench")).scalar()
+    if found is None:
+        found = conn.execute(table.insert(), [{"external_id": "bench"}]
+                             ).inserted_primary_key[0]
+    return int(found)
 
 
 def _aggregates(sa: Any, conn: Any, T: dict, fleet: ColumnarFleet,
@@ -113,3 +124,26 @@ def _traits(sa: Any, conn: Any, T: dict, fleet: ColumnarFleet,
               for t in fleet.trait_sets[s]]
     if tagged:
         conn.execute(T["resource_provider_traits"].insert(), tagged)
+
+
+def delete_providers(url: str, uuids: list[str]) -> None:
+    """Remove providers (children and parents alike) with everything that
+    refers to them: allocations, inventories, traits, aggregate links and
+    the consumers left without allocations."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url if "://" in url else f"sqlite:///{url}")
+    with engine.begin() as conn:
+        rp = sa.table("resource_providers", sa.column("id"), sa.column("uuid"),
+                      sa.column("parent_provider_id"))
+        ids = [r[0] for r in conn.execute(
+            sa.select(rp.c.id).where(rp.c.uuid.in_(uuids))).all()]
+        for name in ("allocations", "inventories", "resource_provider_traits",
+                     "resource_provider_aggregates"):
+            t = sa.table(name, sa.column("resource_provider_id"))
+            conn.execute(t.delete().where(t.c.resource_provider_id.in_(ids)))
+        conn.execute(rp.update().where(rp.c.id.in_(ids)).values(parent_provider_id=None))
+        conn.execute(rp.delete().where(rp.c.id.in_(ids)))
+        conn.execute(sa.text("DELETE FROM consumers WHERE uuid NOT IN "
+                             "(SELECT DISTINCT consumer_id FROM allocations)"))
+    engine.dispose()

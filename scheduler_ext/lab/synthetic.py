@@ -30,11 +30,15 @@ _RATIOS = (1.0, 1.0, 0.57, 0.7, 1.5, 16.0, 0.1, 2.5, 1 / 3, 0.9)
 
 @dataclasses.dataclass
 class ProviderSpec:
+    """``parent``: the parent's uuid (listed before its children), None for
+    a root."""
+
     name: str
     uuid: str
     inventories: dict[str, Inventory]
     traits: frozenset[str]
     aggregates: frozenset[str]
+    parent: str | None = None
 
 
 @dataclasses.dataclass
@@ -48,17 +52,19 @@ class FleetSpec:
     aggregates: list[str]
     consumers: dict[str, dict[str, dict[str, int]]]
     mover: str | None
+    #: custom traits besides ``CUSTOM_TRAITS`` that ``load`` creates
+    extra_traits: tuple[str, ...] = ()
 
     @property
     def uuids(self) -> set[str]:
         return {p.uuid for p in self.providers}
 
 
-def _uuid(rng: random.Random) -> str:
+def new_uuid(rng: random.Random) -> str:
     return str(uuidlib.UUID(int=rng.getrandbits(128), version=4))
 
 
-def _inventory(rng: random.Random, big: bool) -> Inventory:
+def random_inventory(rng: random.Random, big: bool) -> Inventory:
     total = rng.choice([rng.randint(1, 40), rng.randint(40, 400)]) * (64 if big else 1)
     reserved = rng.choice([0, 0, 0, rng.randint(0, total // 4), total])
     min_unit = rng.choice([1, 1, 1, 2, 4])
@@ -70,7 +76,7 @@ def _inventory(rng: random.Random, big: bool) -> Inventory:
                      allocation_ratio=rng.choice(_RATIOS))
 
 
-def _chunk(inv: Inventory, room: int, rng: random.Random) -> int:
+def chunk(inv: Inventory, room: int, rng: random.Random) -> int:
     """An allocation amount valid for ``inv`` (min/max/step) and <= room; 0
     if none exists."""
     lo = -(-inv.min_unit // inv.step_size) * inv.step_size
@@ -89,31 +95,31 @@ def random_fleet(seed: int, size: tuple[int, int] = (5, 30), tag: str = "") -> F
     rng = random.Random(seed)
     tag = tag or f"S{seed}"
     custom_rc = f"CUSTOM_ENGINE_{tag}".upper()
-    aggs = [_uuid(rng) for _ in range(rng.randint(1, 4))]
+    aggs = [new_uuid(rng) for _ in range(rng.randint(1, 4))]
     n = rng.randint(*size)
     providers = []
     for i in range(n):
         sharing = rng.random() < 0.18
         invs: dict[str, Inventory] = {}
         if sharing:
-            invs["DISK_GB"] = _inventory(rng, False)
+            invs["DISK_GB"] = random_inventory(rng, False)
             if rng.random() < 0.3:
-                invs[custom_rc] = _inventory(rng, False)
+                invs[custom_rc] = random_inventory(rng, False)
             if rng.random() < 0.15:
-                invs["VCPU"] = _inventory(rng, False)
+                invs["VCPU"] = random_inventory(rng, False)
         elif rng.random() < 0.93:
-            invs["VCPU"] = _inventory(rng, False)
-            invs["MEMORY_MB"] = _inventory(rng, True)
+            invs["VCPU"] = random_inventory(rng, False)
+            invs["MEMORY_MB"] = random_inventory(rng, True)
             if rng.random() < 0.5:
-                invs["DISK_GB"] = _inventory(rng, False)
+                invs["DISK_GB"] = random_inventory(rng, False)
             if rng.random() < 0.3:
-                invs[custom_rc] = _inventory(rng, False)
+                invs[custom_rc] = random_inventory(rng, False)
         traits = {t for t in CUSTOM_TRAITS + STANDARD_TRAITS if rng.random() < 0.25}
         if sharing:
             traits.add(SHARING)
         k = rng.choice([0, 1, 1, 1, 2, 2, 3])
         providers.append(ProviderSpec(
-            name=f"engine-{tag}-{i}", uuid=_uuid(rng), inventories=invs,
+            name=f"engine-{tag}-{i}", uuid=new_uuid(rng), inventories=invs,
             traits=frozenset(traits),
             aggregates=frozenset(rng.sample(aggs, min(k, len(aggs))))))
     # usage: up to three consumers, one row per (provider, class) each
@@ -126,16 +132,16 @@ def random_fleet(seed: int, size: tuple[int, int] = (5, 30), tag: str = "") -> F
             for rc, inv in p.inventories.items():
                 if rng.random() < 0.45:
                     share = rng.choice([0.15, 0.3, 0.5, 1.0])
-                    amount = _chunk(inv, int(room[(p.uuid, rc)] * share), rng)
+                    amount = chunk(inv, int(room[(p.uuid, rc)] * share), rng)
                     if amount:
                         room[(p.uuid, rc)] -= amount
                         cons.setdefault(p.uuid, {})[rc] = amount
         if cons:
-            consumers[_uuid(rng)] = cons
+            consumers[new_uuid(rng)] = cons
     mover = _mover(providers, room, rng)
     mover_uuid = None
     if mover:
-        mover_uuid = _uuid(rng)
+        mover_uuid = new_uuid(rng)
         consumers[mover_uuid] = mover
     return FleetSpec(providers, custom_rc, aggs, consumers, mover_uuid)
 
@@ -150,7 +156,7 @@ def _mover(providers: list[ProviderSpec], room: dict, rng: random.Random
     for cn in computes:
         out: dict[str, dict[str, int]] = {}
         for rc in ("VCPU", "MEMORY_MB"):
-            n = _chunk(cn.inventories[rc], room[(cn.uuid, rc)], rng)
+            n = chunk(cn.inventories[rc], room[(cn.uuid, rc)], rng)
             if not n:
                 break
             out.setdefault(cn.uuid, {})[rc] = n
@@ -160,7 +166,7 @@ def _mover(providers: list[ProviderSpec], room: dict, rng: random.Random
             disk_from = rng.choice(pools) if pools and rng.random() < 0.7 else (
                 cn if "DISK_GB" in cn.inventories else None)
             if disk_from is not None:
-                n = _chunk(disk_from.inventories["DISK_GB"],
+                n = chunk(disk_from.inventories["DISK_GB"],
                            room[(disk_from.uuid, "DISK_GB")], rng)
                 if n:
                     out.setdefault(disk_from.uuid, {})["DISK_GB"] = n
@@ -175,11 +181,12 @@ def load(client, spec: FleetSpec, *, project: str = "engine-tests") -> None:
     """Write ``spec`` through a ``PlacementClient``: traits and the custom
     class, providers, inventories, traits, aggregates, then all consumers
     in one ``POST /allocations``."""
-    for t in CUSTOM_TRAITS:
+    for t in CUSTOM_TRAITS + spec.extra_traits:
         client.create_trait(t)
     client.create_resource_class(spec.custom_rc)
     for p in spec.providers:
-        gen = client.create_provider(p.name, uuid=p.uuid).generation
+        gen = client.create_provider(p.name, uuid=p.uuid,
+                                     parent_provider_uuid=p.parent).generation
         if p.inventories:
             gen = client.set_inventories(p.uuid, gen, p.inventories)
         if p.traits:
@@ -236,7 +243,7 @@ def _amount(rc: str, target: ProviderSpec, holders: dict[str, list[ProviderSpec]
     inv = p.inventories[rc]
     free = int((inv.total - inv.reserved) * inv.allocation_ratio) \
         - used.get((p.uuid, rc), 0)
-    amount = _chunk(inv, free, rng) if rng.random() < 0.7 else 0
+    amount = chunk(inv, free, rng) if rng.random() < 0.7 else 0
     if not amount:
         amount = rng.choice([1, inv.min_unit, inv.step_size * rng.randint(1, 3),
                              free, free + 1, inv.max_unit, inv.max_unit + 1,
@@ -283,7 +290,7 @@ def probe_fleet(tag: str) -> tuple[FleetSpec, dict[str, str]]:
     Returns the spec and ``{name: uuid}`` for providers and aggregates A-F;
     T1-T3 are ``CUSTOM_TRAITS``."""
     rng = random.Random(tag)
-    A, B, C, D, E, F = (_uuid(rng) for _ in range(6))
+    A, B, C, D, E, F = (new_uuid(rng) for _ in range(6))
     cpu = {"VCPU": Inventory(8), "MEMORY_MB": Inventory(4096)}
     disk = {"DISK_GB": Inventory(1000)}
     T1, T2, T3 = CUSTOM_TRAITS
@@ -303,7 +310,7 @@ def probe_fleet(tag: str) -> tuple[FleetSpec, dict[str, str]]:
     names = dict(A=A, B=B, C=C, D=D, E=E, F=F)
     providers = []
     for name, invs, traits, aggs in rows:
-        names[name] = _uuid(rng)
+        names[name] = new_uuid(rng)
         providers.append(ProviderSpec(f"engine-{tag}-{name}", names[name], invs,
                                       frozenset(traits), frozenset(aggs)))
     return FleetSpec(providers, f"CUSTOM_ENGINE_{tag}".upper(),

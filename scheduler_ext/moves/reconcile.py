@@ -202,9 +202,10 @@ class Reconciler:
                fallback: Mapping[str, Mapping[str, int]] | None = None
                ) -> dict[str, dict[str, int]]:
         """Where each class of ``resources`` should sit: the provider of
-        ``current`` holding it (the largest holder that is the host or
-        shares with it), else of ``fallback``, else the host, else a sharing
-        provider of the host's aggregates that has the class."""
+        ``current`` holding it (the largest holder that is the host, a
+        provider of its tree or shares with it), else of ``fallback``, else
+        the host, else a provider of its tree, else a sharing provider of
+        the host's aggregates that has the class."""
         out: dict[str, dict[str, int]] = {}
         for rc, n in resources.items():
             rp = None
@@ -220,10 +221,14 @@ class Reconciler:
         return out
 
     def _serves(self, rp: str, host: str) -> bool:
-        """``rp`` is the host, or a sharing provider in one of its aggregates."""
+        """``rp`` is the host, a provider of its tree (a child: a NUMA
+        node, a NIC, a pGPU), or a sharing provider in one of its
+        aggregates."""
         if rp == host:
             return True
         try:
+            if self.client.get_provider(rp).root_provider_uuid == host:
+                return True
             _, traits = self.client.get_traits(rp)
             _, aggs = self.client.get_aggregates(rp)
         except errors.NotFound:
@@ -236,18 +241,22 @@ class Reconciler:
         if rc in invs:
             return host
         _, aggs = self.client.get_aggregates(host)
-        for prov in self.client.list_providers():
+        # the host's children first, then sharing providers
+        for prov in sorted(self.client.list_providers(),
+                           key=lambda p: p.root_provider_uuid != host):
             if prov.uuid == host:
                 continue
-            _, traits = self.client.get_traits(prov.uuid)
-            if SHARING_TRAIT not in traits:
-                continue
-            _, paggs = self.client.get_aggregates(prov.uuid)
-            if paggs & aggs and rc in self.client.get_inventories(prov.uuid)[1]:
+            if prov.root_provider_uuid != host:
+                _, traits = self.client.get_traits(prov.uuid)
+                if SHARING_TRAIT not in traits or \
+                        not self.client.get_aggregates(prov.uuid)[1] & aggs:
+                    continue
+            if rc in self.client.get_inventories(prov.uuid)[1]:
                 return prov.uuid
         raise errors.InvalidRequest(
-            f"no provider of {rc} for host {host}: it has no inventory and no "
-            "sharing provider in its aggregates", field="resource_class", value=rc)
+            f"no provider of {rc} for host {host}: neither it, a provider of "
+            "its tree nor a sharing provider in its aggregates has inventory",
+            field="resource_class", value=rc)
 
 
 def managed_classes(inst: InstanceState) -> set[str]:

@@ -165,7 +165,7 @@ def _claim_uncovered(strategy: "SameHostMoveStrategy", source: CandidateSource,
                   "migration %s holding nothing, so a revert is not "
                   "covered until reconcile restores the source",
                   instance, move.source_root, cand.root, move.migration_uuid)
-        return [Selection(cand.root, cand.allocations)]
+        return [Selection(cand.root, cand.allocations, cand.mappings)]
     raise errors.SchedulerExtError(
         f"instance {instance}: its old allocations were released for "
         f"scheduling, could not be restored, and no host could be "

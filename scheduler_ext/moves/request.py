@@ -10,7 +10,7 @@ of the answer.
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from scheduler_ext.placement import allocations, validation
 from scheduler_ext.placement.query import CandidateRequest
@@ -65,6 +65,8 @@ class Selection:
 
     root: str
     allocations: Mapping[str, Mapping[str, int]]
+    #: request group suffix -> provider uuids (placement's ``mappings``)
+    mappings: Mapping[str, Sequence[str]] | None = None
 
     @property
     def allocation_request(self) -> dict:

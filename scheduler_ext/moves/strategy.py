@@ -176,7 +176,7 @@ class SameHostMoveStrategy:
             self.stats["claimed"] += 1
             LOG.info("instance %s: claimed %s on %s", instance,
                      dict(request.resources), cand.root)
-            return [Selection(cand.root, cand.allocations)] + \
+            return [Selection(cand.root, cand.allocations, cand.mappings)] + \
                 _alternates(cand, pool, alts)
         raise errors.NoValidHost(
             f"instance {instance}: every claim failed ({'; '.join(failures)})"
@@ -239,7 +239,7 @@ def _alternates(chosen: Candidate, pool: list[Candidate],
             break
         if cand.root not in seen:
             seen.add(cand.root)
-            out.append(Selection(cand.root, cand.allocations))
+            out.append(Selection(cand.root, cand.allocations, cand.mappings))
     return out
 
 

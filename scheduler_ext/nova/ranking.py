@@ -60,7 +60,8 @@ class NovaRanking:
         for host in hosts:
             host.allocation_candidates = []
             for i in by_root[host.uuid]:
-                ar = allocation_request(Selection(cands[i].root, cands[i].allocations))
+                ar = allocation_request(Selection(
+                    cands[i].root, cands[i].allocations, cands[i].mappings))
                 position[id(ar)] = i
                 host.allocation_candidates.append(ar)
         out: list[float | None] = [None] * len(cands)

@@ -4,9 +4,11 @@ A RequestSpec becomes nova's own placement query string
 (``utils.resources_from_request_spec``: flavor, extra specs, image traits,
 destination aggregates, ``in_tree`` of a targeted host, ``root_required``
 such as ``OWNER_NOVA``), parsed by the one query parser
-(``CandidateRequest.from_query``). A resize or cold migration is
-recognised by its ``pre-migrating`` Migration record. What our query
-cannot express exactly raises ``UseNova``.
+(``CandidateRequest.from_query``, by the rules of microversion 1.36, the
+one nova sends it with), granular groups, ``group_policy`` and
+``same_subtree`` included. A resize or cold migration is recognised by
+its ``pre-migrating`` Migration record. A query placement would refuse
+raises ``UseNova``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ LOG = logging.getLogger(__name__)
 #: what nova's own scheduler uses; it accepts the ``mappings`` key and does
 #: not require ``consumer_type``.
 ALLOCATION_REQUEST_VERSION = "1.36"
+#: Microversion nova 34 asks GET /allocation_candidates with
+#: (``report.SAME_SUBTREE_VERSION``).
+NOVA_QUERY_VERSION = "1.36"
 #: Migration types whose allocations the conductor moves to the migration
 #: consumer before it asks the scheduler (``MigrationTask``).
 MOVE_TYPES = ("resize", "migration")
@@ -45,14 +50,18 @@ class UseNova(Exception):
 
 
 def parse_query(query: str) -> CandidateRequest:
-    """Our query for nova's ``GET /allocation_candidates`` query string.
+    """Our query for nova's ``GET /allocation_candidates`` query string,
+    read by the rules of the microversion nova sends it with (1.36):
+    granular groups (ports with a QoS policy, vGPUs, PCI devices,
+    accelerators), ``group_policy`` and ``same_subtree`` included.
 
-    Raises UseNova for what the query type does not model (granular
-    groups, ``same_subtree``) or refuses.
+    Raises UseNova for what placement itself would refuse (nova's own code
+    then reports it as nova does).
     """
     try:
         parsed = CandidateRequest.from_query(
-            parse.parse_qsl(query, keep_blank_values=True))
+            parse.parse_qsl(query, keep_blank_values=True),
+            microversion=NOVA_QUERY_VERSION)
     except errors.Unsupported as exc:
         raise UseNova(str(exc)) from exc
     except errors.InvalidRequest as exc:
@@ -128,9 +137,11 @@ def find_move(context, instance_uuid: str, spec_obj,
 
 
 def allocation_request(sel: Selection) -> dict:
-    """Placement's allocation request for a Selection, with the mapping of
-    the one (unsuffixed) request group, as GET /allocation_candidates
-    gives it since microversion 1.34."""
+    """Placement's allocation request for a Selection with its request
+    groups' ``mappings``, as GET /allocation_candidates gives it since
+    microversion 1.34 (nova fills the providers of ports, accelerators and
+    granular flavor groups from them)."""
     body = sel.allocation_request
-    body["mappings"] = {"": sorted(sel.allocations)}
+    body["mappings"] = {k: list(v) for k, v in sel.mappings.items()} \
+        if sel.mappings is not None else {"": sorted(sel.allocations)}
     return body

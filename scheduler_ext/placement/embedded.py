@@ -19,13 +19,12 @@ held to the real ``openstack-placement`` by the differential tests in
   no rows, so it leaves a record at generation 0 that reads back as "no
   allocations" yet refuses a null generation;
 * ``DELETE /allocations`` bumps no provider generation;
-* setting the traits a provider already has bumps nothing (placement only
-  bumps when the set changes); setting aggregates or inventories always
-  bumps, even when nothing changed;
+* setting the traits a provider already has bumps nothing; setting
+  aggregates or inventories always bumps, even when nothing changed;
 * deleting a provider checks for children (cannot_delete_parent) before
-  allocations (resource_provider.inuse);
-* an unknown provider is a 404 without an error code (placement only uses
-  ``placement.resource_provider.not_found`` in the reshaper);
+  allocations (resource_provider.inuse); an unknown provider is a 404
+  without an error code (``placement.resource_provider.not_found`` only
+  comes from placement's reshaper);
 * input our own checks refuse (``validation``) is answered as placement
   answers it: a 400 ``InvalidRequest``.
 
@@ -333,7 +332,8 @@ class EmbeddedPlacement:
                                {rc: self._ledger.used(p.uuid, rc)
                                 for rc in p.inventories},
                                p.traits, p.aggregates)
-                for p in self._providers.values()))
+                for p in self._providers.values()), custom_traits=frozenset(
+                    self._custom_traits), custom_classes=frozenset(self._custom_rcs))
 
     # ------------------------------------------------------ write internals
     def _ensure_consumers(self, checked: Mapping[str, AllocationWrite]) -> list[str]:

@@ -282,5 +282,12 @@ class HttpPlacement:
     def snapshot(self) -> FleetSnapshot:
         """Four GETs per provider: slow at scale (see placement-semantics.md
         section 5); the engine's bulk sources live elsewhere. A provider
-        deleted between the list and its read is left out."""
-        return FleetSnapshot(tuple(read_listed_providers(self, self.list_providers())[0]))
+        deleted between the list and its read is left out. Two more GETs
+        read the custom traits and resource classes placement knows."""
+        traits = self._call("GET", "/traits?name=startswith:CUSTOM_", version="1.6")
+        classes = self._call("GET", "/resource_classes", version="1.7")
+        return FleetSnapshot(
+            tuple(read_listed_providers(self, self.list_providers())[0]),
+            custom_traits=frozenset(traits["traits"]),
+            custom_classes=frozenset(c["name"] for c in classes["resource_classes"]
+                                     if c["name"].startswith("CUSTOM_")))

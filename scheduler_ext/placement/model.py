@@ -103,6 +103,12 @@ class ProviderRecord:
 
 @dataclasses.dataclass(frozen=True)
 class FleetSnapshot:
-    """A read of every provider; a cache, never the truth."""
+    """A read of every provider; a cache, never the truth.
+
+    ``custom_traits`` / ``custom_classes``: every ``CUSTOM_`` trait and
+    resource class placement knows, when the source read them (None: not
+    read)."""
 
     providers: tuple[ProviderRecord, ...]
+    custom_traits: frozenset[str] | None = None
+    custom_classes: frozenset[str] | None = None

@@ -1,12 +1,15 @@
 """A nova-free allocation-candidate query: what the engine answers.
 
-``CandidateRequest`` is the single, unsuffixed request group of placement's
-``GET /allocation_candidates`` (microversion 1.39) plus the request-wide
-``root_required`` and ``limit``. It is validated when built: every failure
-is an ``InvalidRequest`` naming the field and the value. Query features the
-engine does not answer exactly (granular ``resourcesN`` groups,
-``group_policy`` with them, ``same_subtree``) raise ``Unsupported`` from
-``from_query`` so the caller can ask placement instead.
+``CandidateRequest`` is one ``GET /allocation_candidates`` request
+(placement 1.39): the unnumbered request group (its fields sit on the
+request itself: ``resources``, ``required``, ...), the suffixed groups
+(``granular``: ``resourcesN``, ``requiredN``, ``member_ofN``,
+``in_treeN``, each a ``RequestGroup``), and the request-wide
+``group_policy``, ``same_subtree``, ``root_required`` and ``limit``. It is
+validated when built: every failure is an ``InvalidRequest`` naming the
+field (the query parameter, with its suffix) and the value, where placement
+answers 400. ``from_query`` parses query parameters by the rules of a
+microversion (``query_params``).
 
 Units: every amount is a whole number of units of its resource class
 (``MEMORY_MB`` in MiB, ``DISK_GB`` in GiB, ``VCPU`` in virtual CPUs).
@@ -16,17 +19,16 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from scheduler_ext import errors
 from scheduler_ext.placement import validation
 
 #: A request amount above this can never fit (placement's columns are int32).
 MAX_AMOUNT = 2**63 - 1
-
-_SUFFIXED = re.compile(r"^(resources|required|member_of|in_tree)(.+)$")
-_KNOWN = {"resources", "required", "member_of", "in_tree", "root_required",
-          "limit", "group_policy"}
+#: Suffixes of granular groups (placement 1.33 and later; before: digits).
+SUFFIX_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+GROUP_POLICIES = ("none", "isolate")
 
 
 def _bad(field: str, value: Any, why: str) -> errors.InvalidRequest:
@@ -65,22 +67,137 @@ def _any_of_groups(values: Any, field: str,
     return tuple(dict.fromkeys(groups))
 
 
+def _resources(res: Any, field: str) -> dict[str, int]:
+    if not isinstance(res, Mapping):
+        raise _bad(field, res, "must be a mapping of resource class to amount")
+    return {validation.resource_class(rc, field):
+            validation.integer(n, f"{field}[{rc}]", 1, MAX_AMOUNT)
+            for rc, n in sorted(res.items(), key=lambda kv: str(kv[0]))}
+
+
+def _normalize_group(obj: Any, suffix: str) -> None:
+    """Normalize and check the group fields of ``obj`` (a RequestGroup or a
+    CandidateRequest's unnumbered group) in place; field names in errors
+    carry ``suffix``."""
+    put = lambda k, v: object.__setattr__(obj, k, v)  # noqa: E731
+    f = lambda name: f"{name}{suffix}"  # noqa: E731
+    put("resources", _resources(obj.resources, f("resources")))
+    put("required", _names(obj.required, f("required")))
+    put("forbidden", _names(obj.forbidden, f("forbidden")))
+    put("required_any", _any_of_groups(obj.required_any, f("required_any"),
+                                       _names, "trait name"))
+    put("member_of", _any_of_groups(obj.member_of, f("member_of"), _aggs,
+                                    "aggregate UUID"))
+    put("forbidden_aggregates",
+        _aggs(obj.forbidden_aggregates, f("forbidden_aggregates")))
+    if obj.in_tree is not None:
+        put("in_tree", validation.uuid(obj.in_tree, f("in_tree")))
+    # placement's rule: a required trait, or an any-of group all of whose
+    # traits are forbidden, conflicts (HTTP 400)
+    both = sorted(obj.required & obj.forbidden)
+    if both:
+        raise errors.InvalidRequest(
+            f"trait {both[0]} is both required and forbidden",
+            field=f("required"), value=both[0])
+    for group in obj.required_any:
+        if group <= obj.forbidden:
+            raise errors.InvalidRequest(
+                f"every trait of required any-of group {sorted(group)} "
+                "is forbidden", field=f("required_any"), value=sorted(group))
+
+
+def trait_groups_of(group: Any) -> tuple[frozenset[str], ...]:
+    """Required traits of a group as AND of any-of groups (a plain required
+    trait is a group of one); duplicates removed, order stable."""
+    return tuple(dict.fromkeys(
+        [frozenset([t]) for t in sorted(group.required)]
+        + list(group.required_any)))
+
+
+def group_params(group: Any, suffix: str) -> list[tuple[str, str]]:
+    """The query parameters of one group (1.39 syntax)."""
+    q = []
+    if group.resources:
+        q.append((f"resources{suffix}",
+                  ",".join(f"{rc}:{n}" for rc, n in group.resources.items())))
+    plain = sorted(group.required) + [f"!{t}" for t in sorted(group.forbidden)]
+    if plain:
+        q.append((f"required{suffix}", ",".join(plain)))
+    for names in group.required_any:
+        q.append((f"required{suffix}", "in:" + ",".join(sorted(names))))
+    for aggs in group.member_of:
+        q.append((f"member_of{suffix}", next(iter(aggs)) if len(aggs) == 1
+                  else "in:" + ",".join(sorted(aggs))))
+    if group.forbidden_aggregates:
+        banned = sorted(group.forbidden_aggregates)
+        q.append((f"member_of{suffix}", f"!{banned[0]}" if len(banned) == 1
+                  else "!in:" + ",".join(banned)))
+    if group.in_tree:
+        q.append((f"in_tree{suffix}", group.in_tree))
+    return q
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestGroup:
+    """One request group. The unnumbered group (``suffix == ""``) may take
+    its resources from several providers of one tree and from sharing
+    providers; a suffixed (granular) group takes all of its resources from
+    one provider. ``resources`` may be empty for a suffixed group named in
+    a ``same_subtree`` (a resourceless group: it only maps a provider).
+    Fields as on ``CandidateRequest``."""
+
+    suffix: str = ""
+    resources: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    required: frozenset[str] = frozenset()
+    forbidden: frozenset[str] = frozenset()
+    required_any: tuple[frozenset[str], ...] = ()
+    member_of: tuple[frozenset[str], ...] = ()
+    forbidden_aggregates: frozenset[str] = frozenset()
+    in_tree: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.suffix, str) or not (
+                self.suffix == "" or SUFFIX_RE.match(self.suffix)):
+            raise _bad("suffix", self.suffix,
+                       "group suffixes are 1-64 characters of [a-zA-Z0-9_-]")
+        _normalize_group(self, self.suffix)
+
+    @property
+    def trait_groups(self) -> tuple[frozenset[str], ...]:
+        return trait_groups_of(self)
+
+    @property
+    def granular(self) -> bool:
+        """True for a suffixed group (one provider supplies all of it)."""
+        return self.suffix != ""
+
+
 @dataclasses.dataclass(frozen=True)
 class CandidateRequest:
-    """One allocation-candidate query (placement 1.39, unsuffixed group).
+    """One allocation-candidate query (placement 1.39).
 
-    * ``resources``: ``{resource class: amount >= 1}``, at least one class.
+    The unnumbered group:
+
+    * ``resources``: ``{resource class: amount >= 1}``; empty only when
+      there are granular groups (then it has no other field either).
     * ``required`` / ``forbidden``: trait names. Required traits are met
-      *collectively* by the providers of a candidate; forbidden traits must
-      be absent from *every* provider of a candidate.
+      *collectively* by the providers the group uses; forbidden traits
+      must be absent from *every* provider it uses.
     * ``required_any``: any-of trait groups (placement's ``required=in:A,B``);
-      each group needs one of its traits somewhere in the candidate.
-    * ``member_of``: AND of any-of aggregate lists; every provider that
-      supplies resources must be in one aggregate of each list.
-      ``forbidden_aggregates``: no supplying provider, and not the anchor
-      root, may be in any of these.
+      each group needs one of its traits among the providers used.
+    * ``member_of``: AND of any-of aggregate lists, met by each provider
+      used or by its tree's root. ``forbidden_aggregates``: neither a
+      provider used nor the anchor root may be in any of these.
     * ``in_tree``: only the tree of this provider; sharing providers are
       then not considered (placement turns sharing off for the group).
+
+    ``granular``: the suffixed groups (``RequestGroup``), each met by a
+    single provider. Request-wide:
+
+    * ``group_policy``: ``"none"`` or ``"isolate"`` (the granular groups use
+      distinct providers); required with more than one granular group.
+    * ``same_subtree``: sets of granular suffixes whose providers must all
+      sit under one of them.
     * ``root_required`` / ``root_forbidden``: traits of the anchor root
       only (never of a sharing provider serving it).
     * ``limit``: at most this many allocation requests (``None``: all);
@@ -88,7 +205,7 @@ class CandidateRequest:
       does with ``[placement]randomize_allocation_candidates``.
 
     Building one normalizes the fields (frozensets, lower-case UUIDs) and
-    validates them; see the module docstring for the errors.
+    validates them (``InvalidRequest`` where placement answers 400).
     """
 
     resources: Mapping[str, int]
@@ -102,62 +219,69 @@ class CandidateRequest:
     root_forbidden: frozenset[str] = frozenset()
     limit: int | None = None
     randomize: bool = False
+    granular: tuple[RequestGroup, ...] = ()
+    group_policy: str | None = None
+    same_subtree: tuple[frozenset[str], ...] = ()
 
     def __post_init__(self) -> None:
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
-        res = self.resources
-        if not isinstance(res, Mapping) or not res:
-            raise _bad("resources", res,
+        if not isinstance(self.granular, (tuple, list)) or not all(
+                isinstance(g, RequestGroup) and g.granular for g in self.granular):
+            raise _bad("granular", self.granular,
+                       "must be a sequence of suffixed RequestGroups")
+        put("granular", tuple(self.granular))
+        if not isinstance(self.resources, Mapping) or (
+                not self.resources and not self.granular):
+            raise _bad("resources", self.resources,
                        "must be a non-empty mapping of resource class to amount")
-        put("resources", {
-            validation.resource_class(rc, "resources"):
-                validation.integer(n, f"resources[{rc}]", 1, MAX_AMOUNT)
-            for rc, n in sorted(res.items(), key=lambda kv: str(kv[0]))})
-        put("required", _names(self.required, "required"))
-        put("forbidden", _names(self.forbidden, "forbidden"))
-        put("required_any", _any_of_groups(self.required_any, "required_any",
-                                           _names, "trait name"))
-        put("member_of", _any_of_groups(self.member_of, "member_of", _aggs,
-                                        "aggregate UUID"))
-        put("forbidden_aggregates",
-            _aggs(self.forbidden_aggregates, "forbidden_aggregates"))
-        if self.in_tree is not None:
-            put("in_tree", validation.uuid(self.in_tree, "in_tree"))
+        _normalize_group(self, "")
         put("root_required", _names(self.root_required, "root_required"))
         put("root_forbidden", _names(self.root_forbidden, "root_forbidden"))
         if self.limit is not None:
             put("limit", validation.integer(self.limit, "limit", 1, MAX_AMOUNT))
         if not isinstance(self.randomize, bool):
             raise _bad("randomize", self.randomize, "must be a bool")
-        self._check_conflicts()
-
-    def _check_conflicts(self) -> None:
-        # placement's rule: a required trait, or an any-of group all of
-        # whose traits are forbidden, conflicts (HTTP 400)
-        both = sorted(self.required & self.forbidden)
-        if both:
-            raise errors.InvalidRequest(
-                f"trait {both[0]} is both required and forbidden",
-                field="required", value=both[0])
-        for group in self.required_any:
-            if group <= self.forbidden:
-                raise errors.InvalidRequest(
-                    f"every trait of required any-of group {sorted(group)} "
-                    "is forbidden", field="required_any", value=sorted(group))
         both = sorted(self.root_required & self.root_forbidden)
         if both:
             raise errors.InvalidRequest(
                 f"trait {both[0]} is both required and forbidden on the root",
                 field="root_required", value=both[0])
+        put("same_subtree", _subtrees(self.same_subtree))
+        _check_groups(self)
 
     # ------------------------------------------------------------ derived
     @property
     def trait_groups(self) -> tuple[frozenset[str], ...]:
-        """Required traits as AND of any-of groups (a plain required trait
-        is a group of one); duplicates removed, order stable."""
-        return tuple(dict.fromkeys(
-            [frozenset([t]) for t in sorted(self.required)]
-            + list(self.required_any)))
+        """The unnumbered group's required traits as AND of any-of groups."""
+        return trait_groups_of(self)
+
+    @property
+    def unnumbered(self) -> RequestGroup | None:
+        """The unnumbered group, or None when the request has none."""
+        if not self.resources:
+            return None
+        return RequestGroup("", self.resources, self.required, self.forbidden,
+                            self.required_any, self.member_of,
+                            self.forbidden_aggregates, self.in_tree)
+
+    @property
+    def groups(self) -> tuple[RequestGroup, ...]:
+        """Every group: the unnumbered one (if any) first, then the granular
+        ones in their order."""
+        first = self.unnumbered
+        return ((first,) if first is not None else ()) + self.granular
+
+    @property
+    def isolate(self) -> bool:
+        return self.group_policy == "isolate" and len(self.granular) > 1
+
+    def total_resources(self) -> dict[str, int]:
+        """Amount per class summed over every group (units)."""
+        out: dict[str, int] = {}
+        for g in self.groups:
+            for rc, n in g.resources.items():
+                out[rc] = out.get(rc, 0) + n
+        return out
 
     def replace(self, **changes: Any) -> "CandidateRequest":
         """A copy with ``changes`` applied (validated again)."""
@@ -166,21 +290,13 @@ class CandidateRequest:
     # ----------------------------------------------------- query strings
     def to_query(self) -> list[tuple[str, str]]:
         """``GET /allocation_candidates`` parameters for microversion 1.39."""
-        q = [("resources", ",".join(f"{rc}:{n}" for rc, n in self.resources.items()))]
-        plain = sorted(self.required) + [f"!{t}" for t in sorted(self.forbidden)]
-        if plain:
-            q.append(("required", ",".join(plain)))
-        for group in self.required_any:
-            q.append(("required", "in:" + ",".join(sorted(group))))
-        for aggs in self.member_of:
-            q.append(("member_of", next(iter(aggs)) if len(aggs) == 1
-                      else "in:" + ",".join(sorted(aggs))))
-        if self.forbidden_aggregates:
-            banned = sorted(self.forbidden_aggregates)
-            q.append(("member_of", f"!{banned[0]}" if len(banned) == 1
-                      else "!in:" + ",".join(banned)))
-        if self.in_tree:
-            q.append(("in_tree", self.in_tree))
+        q = group_params(self, "") if self.resources else []
+        for g in self.granular:
+            q += group_params(g, g.suffix)
+        if self.group_policy:
+            q.append(("group_policy", self.group_policy))
+        for names in self.same_subtree:
+            q.append(("same_subtree", ",".join(sorted(names))))
         root = sorted(self.root_required) + [f"!{t}" for t in sorted(self.root_forbidden)]
         if root:
             q.append(("root_required", ",".join(root)))
@@ -190,116 +306,51 @@ class CandidateRequest:
 
     @classmethod
     def from_query(cls, params: Mapping[str, Any] | Sequence[tuple[str, str]],
-                   *, randomize: bool = False) -> "CandidateRequest":
+                   *, microversion: str = "1.39",
+                   randomize: bool = False) -> "CandidateRequest":
         """Parse placement query parameters (a mapping of name to a value or
-        list of values, or a list of pairs), microversion 1.39 rules.
-
-        Raises ``Unsupported`` for suffixed groups and ``same_subtree``,
-        ``InvalidRequest`` for malformed or unknown parameters.
-        """
-        by_key = _by_key(params)
-        required, forbidden, groups = _parse_traits(by_key.get("required", []))
-        member_of, bad_aggs = _parse_member_of(by_key.get("member_of", []))
-        root_req, root_forb = _split_negated(
-            t for value in by_key.get("root_required", []) for t in value.split(","))
-        limit = None
-        if "limit" in by_key:
-            text = by_key["limit"][0]
-            if not text.isdigit():
-                raise _bad("limit", text, "must be a positive integer")
-            limit = int(text)
-        if "group_policy" in by_key and by_key["group_policy"][0] not in ("none", "isolate"):
-            raise _bad("group_policy", by_key["group_policy"][0], "must be none or isolate")
-        return cls(resources=_parse_resources(by_key["resources"][0]),
-                   required=frozenset(required),
-                   forbidden=frozenset(forbidden),
-                   required_any=tuple(frozenset(g) for g in groups),
-                   member_of=tuple(frozenset(m) for m in member_of),
-                   forbidden_aggregates=frozenset(bad_aggs),
-                   in_tree=by_key.get("in_tree", [None])[0],
-                   root_required=frozenset(root_req),
-                   root_forbidden=frozenset(root_forb), limit=limit,
-                   randomize=randomize)
+        list of values, or a list of pairs) by ``microversion``'s rules
+        (see ``query_params``). Raises ``InvalidRequest`` where placement
+        answers 400."""
+        from scheduler_ext.placement import query_params
+        return cls(**query_params.parse(params, microversion), randomize=randomize)
 
 
-def _by_key(params: Mapping[str, Any] | Sequence[tuple[str, str]]) -> dict[str, list[str]]:
-    """The values of each known parameter, checked for type, repetition and
-    presence of ``resources``."""
-    pairs: list[tuple[str, str]] = []
-    items = params.items() if isinstance(params, Mapping) else params
-    for key, value in items:
-        values = value if isinstance(value, (list, tuple)) else [value]
-        pairs += [(key, v) for v in values]
-    by_key: dict[str, list[str]] = {}
-    for key, value in pairs:
-        if not isinstance(value, str):
-            raise _bad(key, value, "query values are strings")
-        if key == "same_subtree" or _SUFFIXED.match(key):
-            raise errors.Unsupported(
-                f"query parameter {key!r}: granular request groups and "
-                "same_subtree are answered by placement, not the engine")
-        if key not in _KNOWN:
-            raise _bad(key, value, "unknown query parameter")
-        by_key.setdefault(key, []).append(value)
-    for key in ("resources", "in_tree", "root_required", "limit", "group_policy"):
-        if len(by_key.get(key, [])) > 1:
-            raise _bad(key, by_key[key], "may be given only once")
-    if "resources" not in by_key:
-        raise _bad("resources", None, "is required")
-    return by_key
+def _subtrees(values: Any) -> tuple[frozenset[str], ...]:
+    if isinstance(values, (str, bytes)):
+        raise _bad("same_subtree", values, "must be a sequence of suffix collections")
+    out = []
+    for names in values:
+        if isinstance(names, (str, bytes)):
+            raise _bad("same_subtree", names, "must be a collection of suffixes")
+        group = frozenset(names)
+        if not group or "" in group:
+            raise _bad("same_subtree", sorted(group),
+                       "names granular group suffixes (not the unnumbered group)")
+        out.append(group)
+    return tuple(dict.fromkeys(out))
 
 
-def _parse_resources(value: str) -> dict[str, int]:
-    resources: dict[str, int] = {}
-    for item in value.split(","):
-        rc, sep, amount = item.partition(":")
-        if not sep or not amount.strip().lstrip("-").isdigit():
-            raise _bad("resources", item, "expected RESOURCE_CLASS:AMOUNT")
-        if rc in resources:
-            raise _bad("resources", rc, "resource class given twice")
-        resources[rc] = int(amount)
-    return resources
-
-
-def _parse_member_of(values: Iterable[str]) -> tuple[list[list[str]], set[str]]:
-    """(any-of aggregate lists, forbidden aggregates)."""
-    member_of: list[list[str]] = []
-    bad_aggs: set[str] = set()
-    for value in values:
-        neg = value.startswith("!")
-        body = value[1:] if neg else value
-        if body.startswith("in:"):
-            aggs = body[3:].split(",")
-        elif "," in body:
-            raise _bad("member_of", value, "several aggregates need the in: prefix")
-        else:
-            aggs = [body]
-        if neg:
-            bad_aggs.update(aggs)
-        else:
-            member_of.append(aggs)
-    return member_of, bad_aggs
-
-
-def _split_negated(names: Iterable[str]) -> tuple[set[str], set[str]]:
-    """(names, names given with a leading ``!``)."""
-    plain: set[str] = set()
-    negated: set[str] = set()
-    for name in names:
-        (negated if name.startswith("!") else plain).add(name.lstrip("!"))
-    return plain, negated
-
-
-def _parse_traits(values: Iterable[str]) -> tuple[set[str], set[str], list[list[str]]]:
-    plain: list[str] = []
-    groups: list[list[str]] = []
-    for value in values:
-        if value.startswith("in:"):
-            names = value[3:].split(",")
-            if any(n.startswith("!") for n in names):
-                raise _bad("required", value, "an in: group cannot hold forbidden traits")
-            groups.append(names)
-        else:
-            plain += value.split(",")
-    required, forbidden = _split_negated(plain)
-    return required, forbidden, groups
+def _check_groups(req: CandidateRequest) -> None:
+    """Placement's request-wide rules on groups (HTTP 400 there)."""
+    if not req.resources and (req.required or req.forbidden or req.required_any
+                              or req.member_of or req.forbidden_aggregates
+                              or req.in_tree):
+        raise _bad("resources", {}, "the unnumbered group's traits, aggregates "
+                   "and in_tree need resources")
+    suffixes = [g.suffix for g in req.granular]
+    if len(set(suffixes)) != len(suffixes):
+        raise _bad("granular", suffixes, "a suffix is given twice")
+    named = set().union(*req.same_subtree) if req.same_subtree else set()
+    missing = sorted(named - set(suffixes))
+    if missing:
+        raise _bad("same_subtree", missing, "names no granular group")
+    for g in req.granular:
+        if not g.resources and g.suffix not in named:
+            raise _bad(f"resources{g.suffix}", {}, "a resourceless group must "
+                       "be named in same_subtree")
+    if req.group_policy is not None and req.group_policy not in GROUP_POLICIES:
+        raise _bad("group_policy", req.group_policy, "must be none or isolate")
+    if req.group_policy is None and len(req.granular) > 1:
+        raise _bad("group_policy", None, "is required with more than one "
+                   "granular group")

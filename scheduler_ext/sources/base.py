@@ -21,12 +21,14 @@ from scheduler_ext.placement.query import CandidateRequest
 @dataclasses.dataclass(frozen=True)
 class Candidate:
     """One way to place the request: the root (compute node) provider, the
-    amounts per provider (sharing providers included) and its weight
-    (higher is better)."""
+    amounts per provider (sharing providers included), its weight (higher
+    is better) and which providers serve each request group (placement's
+    ``mappings``: suffix -> provider uuids; None: not known)."""
 
     root: str
     allocations: Mapping[str, Mapping[str, int]]
     weight: float = 0.0
+    mappings: Mapping[str, Sequence[str]] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -47,7 +47,7 @@ class EngineCandidateSource:
             query, weigher=self.weigher, k=limit,
             host_subset_size=self.host_subset_size)
         return [Candidate(c.root, allocations.from_request(c.allocation_request),
-                          c.weight)
+                          c.weight, c.allocation_request.get("mappings"))
                 for c in choices]
 
     def move_candidates(self, query: CandidateRequest, *, limit: int,
@@ -81,15 +81,15 @@ class EngineCandidateSource:
                    released: Allocations | None) -> Candidate | None:
         """The source host's candidate: on the providers the server's old
         allocations use (its disk stays on the sharing provider it is on,
-        its devices on their child providers; see ``engine.pinned``),
+        its devices on their child providers, its granular groups where the
+        request allows; see ``engine.pinned``),
         checked with ``released`` treated as free; None if that does not
         fit. Without old allocations, the engine's own pick."""
         cand = _candidate(fit, i, weight)
         if not old:
             return cand
-        base = {rc: rp for rp, res in cand.allocations.items() for rc in res}
-        allocs = pinned(self.index, fit.request, cand.root, base, old, released)
-        return None if allocs is None else Candidate(cand.root, allocs, weight)
+        kept = pinned(self.index, fit, i, old, released)
+        return None if kept is None else Candidate(cand.root, kept[0], weight, kept[1])
 
 
 def _position(rows: np.ndarray, row: int) -> int | None:
@@ -98,6 +98,6 @@ def _position(rows: np.ndarray, row: int) -> int | None:
 
 
 def _candidate(fit: Fit, i: int, weight: float) -> Candidate:
-    return Candidate(fit.uuids(np.array([i]))[0],
-                     allocations.from_request(fit.allocation_request(i)),
-                     float(weight))
+    request = fit.allocation_request(i)
+    return Candidate(fit.uuids(np.array([i]))[0], allocations.from_request(request),
+                     float(weight), request.get("mappings"))

@@ -1,14 +1,15 @@
 """Candidates from placement itself (``GET /allocation_candidates``).
 
-For fleets or queries the numpy engine cannot model exactly (it raises
-Unsupported: nested providers, granular groups), placement answers.
+For queries the numpy engine cannot answer exactly (it raises
+Unsupported, see ``engine.names``), placement answers.
 
 Placement cannot be asked "as if these allocations were free". For a move
 the other hosts come from placement's answer with the old allocations
 still held (they stay held while the move runs), and the source host is
 checked by the engine on a small index of the source's own providers (the
-source and the providers of its old allocations, read now), with the old
-allocations released and kept on the providers they use
+source and the providers of its old allocations, read now, and the rest
+of the source's tree when the query or the old allocations need it), with
+the old allocations released and kept on the providers they use
 (``engine.pinned``): no real release, and the source is offered whatever
 ``placement_results_limit`` cuts from placement's answer. When even that
 small index is beyond the engine, ``move_candidates`` raises
@@ -26,13 +27,13 @@ from oslo_config import cfg
 
 from scheduler_ext import errors
 from scheduler_ext.engine.index import CapacityIndex
-from scheduler_ext.engine.pinned import pinned
+from scheduler_ext.engine.pinned import Pinned, pinned
 from scheduler_ext.engine.weigh import Weigher
 from scheduler_ext.placement import (SHARING_TRAIT, Allocations,
                                      CandidatesEndpoint, PlacementClient,
                                      allocations)
-from scheduler_ext.placement.client import read_provider
-from scheduler_ext.placement.model import FleetSnapshot
+from scheduler_ext.placement.client import read_listed_providers, read_provider
+from scheduler_ext.placement.model import FleetSnapshot, ProviderRecord
 from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.sources.base import (Candidate, MoveCandidates,
                                         RealReleaseNeeded)
@@ -73,7 +74,8 @@ class PlacementCandidateSource:
         params = query.replace(limit=self.results).to_query()
         answer = self.client.allocation_candidates(params)
         summaries = answer["provider_summaries"]
-        cands = [Candidate(_root(req, summaries), allocations.from_request(req))
+        cands = [Candidate(_root(req, summaries), allocations.from_request(req),
+                           mappings=req.get("mappings"))
                  for req in answer["allocation_requests"]]
         return cands, summaries
 
@@ -87,7 +89,7 @@ class PlacementCandidateSource:
                 out[i] = s["capacity"] - s["used"] if s else 0
             return out
         weights = self.weigher.weigh(free, len(cands))
-        out = [Candidate(c.root, c.allocations, float(w))
+        out = [Candidate(c.root, c.allocations, float(w), c.mappings)
                for c, w in zip(cands, weights)]
         out.sort(key=lambda c: (-c.weight, c.root))
         best: dict[str, Candidate] = {}
@@ -131,35 +133,26 @@ class PlacementCandidateSource:
         # every host weighed against one view: the source's providers as
         # they are with the old allocations released (as the engine does)
         pool = [c for c in cands if c.root != source]
-        pool += [Candidate(source, same)] if same is not None else []
+        pool += [Candidate(source, same[0], mappings=same[1])] if same else []
         weighed = self._weighed(pool, {**summaries, **view})
         same_c = next((c for c in weighed if c.root == source), None)
         held_c = None if held is None else Candidate(
-            source, held, same_c.weight if same_c is not None else 0.0)
+            source, held[0], same_c.weight if same_c is not None else 0.0, held[1])
         return MoveCandidates(same_c, [c for c in weighed
                                        if c.root != source][:limit], held_c)
 
     def _on_source(self, query: CandidateRequest, source: str,
                    released: Allocations
-                   ) -> tuple[dict | None, dict | None, dict]:
-        """(the source's allocation with ``released`` freed, the same with
-        it held, each on the providers the old allocations use, or None
-        when it does not fit; provider summaries of the source's providers
-        with ``released`` freed), from the engine on the source's own
-        providers read now."""
-        # the source and the providers of the old allocations (a class the
-        # server does not hold yet must come from the source itself)
-        rps = list(dict.fromkeys([source] + list(released)))
-        records = []
-        for rp in rps:
-            try:
-                records.append(read_provider(self.client, rp))
-            except errors.NotFound:
-                continue
+                   ) -> tuple[Pinned | None, Pinned | None, dict]:
+        """(the source's allocation and mappings with ``released`` freed,
+        the same with it held, each on the providers the old allocations
+        use, or None when it does not fit; provider summaries of the
+        source's providers with ``released`` freed), from the engine on the
+        source's own providers read now."""
         index = CapacityIndex.from_snapshot(
-            FleetSnapshot(tuple(records)),
+            FleetSnapshot(tuple(self._source_records(query, source, released))),
             single_precision_ratio=self.single_precision)
-        out: list[dict | None] = []
+        out: list[Pinned | None] = []
         view: dict = {}
         for freed in (released, None):
             fit = index.fit(query, freed)
@@ -168,14 +161,34 @@ class PlacementCandidateSource:
             if row not in rows:
                 out.append(None)
                 continue
-            i = rows.index(row)
-            pick = allocations.from_request(fit.allocation_request(i))
-            base = {rc: rp for rp, res in pick.items() for rc in res}
-            out.append(pinned(index, query, source, base, released, freed))
+            out.append(pinned(index, fit, rows.index(row), released, freed))
             if freed is not None:
                 view = index.provider_summaries(list(index.row_of.values()),
                                                 fit.released)
         return out[0], out[1], view
+
+    def _source_records(self, query: CandidateRequest, source: str,
+                        released: Allocations) -> list[ProviderRecord]:
+        """The source and the providers of the old allocations, read now (a
+        class the server does not hold yet must come from the source's
+        tree); the rest of the source's tree too (one more list of every
+        provider) when the query has granular groups, the old allocations
+        use a child provider, or a class asked for is held by none of
+        those."""
+        records = []
+        for rp in dict.fromkeys([source] + list(released)):
+            try:
+                records.append(read_provider(self.client, rp))
+            except errors.NotFound:
+                continue
+        held = {rc for r in records for rc in r.inventories}
+        if query.granular or any(r.provider.parent_provider_uuid for r in records) \
+                or any(rc not in held for rc in query.resources):
+            have = {r.provider.uuid for r in records}
+            more = [p for p in self.client.list_providers()
+                    if p.root_provider_uuid == source and p.uuid not in have]
+            records += read_listed_providers(self.client, more)[0]
+        return records
 
     def _after_real_release(self, query: CandidateRequest, limit: int,
                             source: str, held: Allocations) -> MoveCandidates:

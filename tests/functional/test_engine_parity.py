@@ -43,7 +43,9 @@ def placement_candidates(client, request: CandidateRequest) -> dict:
 
 
 def fleet_snapshot(client, spec: synthetic.FleetSpec) -> FleetSnapshot:
-    """What placement reports for the fleet's providers (4 GETs each)."""
+    """What placement reports for the fleet's providers (4 GETs each), and
+    the custom traits and classes it knows (so that the engine gives
+    placement's 400 for a name placement lacks, and answers otherwise)."""
     records = []
     for p in spec.providers:
         gen, invs = client.get_inventories(p.uuid)
@@ -52,7 +54,12 @@ def fleet_snapshot(client, spec: synthetic.FleetSpec) -> FleetSnapshot:
         usages = client.get_usages(p.uuid)
         records.append(ProviderRecord(Provider(p.uuid, p.name, gen, p.uuid),
                                       invs, usages, traits, aggs))
-    return FleetSnapshot(tuple(records))
+    get = client._adapter.get
+    traits = get("/traits?name=startswith:CUSTOM_", microversion="1.6").json()["traits"]
+    classes = get("/resource_classes", microversion="1.7").json()["resource_classes"]
+    return FleetSnapshot(tuple(records), custom_traits=frozenset(traits),
+                         custom_classes=frozenset(c["name"] for c in classes
+                                                  if c["name"].startswith("CUSTOM_")))
 
 
 def normalized(answer: dict, mine: set[str]) -> tuple[set, dict]:

@@ -32,25 +32,43 @@ class ParseQuery(unittest.TestCase):
 
     def test_traits_aggregates_tree(self):
         a, b, c = (str(uuid.uuid4()) for _ in range(3))
+        # nova asks at microversion 1.36: one required, no in: form
         f = nova_request.parse_query(
             f"resources=VCPU:2&required=HW_CPU_X86_AVX,!CUSTOM_SLOW"
-            f"&required=in:CUSTOM_A,CUSTOM_B&member_of=in:{a},{b}"
+            f"&member_of=in:{a},{b}"
             f"&member_of={c}&member_of=!in:{a}&in_tree={c}")
         self.assertEqual({"HW_CPU_X86_AVX"}, f.required)
         self.assertEqual({"CUSTOM_SLOW"}, f.forbidden)
-        self.assertEqual((frozenset({"CUSTOM_A", "CUSTOM_B"}),), f.required_any)
+        self.assertEqual((), f.required_any)
         self.assertEqual((frozenset({a, b}), frozenset({c})), f.member_of)
         self.assertEqual({a}, f.forbidden_aggregates)
         self.assertEqual(c, f.in_tree)
         self.assertIsNone(f.limit)
 
-    def test_what_is_not_modelled_goes_to_nova(self):
-        for query in ("resources=VCPU:1&resources1=VGPU:1",
+    def test_what_placement_refuses_goes_to_nova(self):
+        for query in ("resources=VCPU:1&resources1=VGPU:1&resources2=VGPU:1",
                       "resources=VCPU:1&same_subtree=_a,_b",
                       "resources=VCPU:1&root_required=in:CUSTOM_A,CUSTOM_B",
+                      # placement 1.36 refuses in: in required
+                      "resources=VCPU:1&required=in:CUSTOM_A,CUSTOM_B",
                       "required=CUSTOM_X"):
             with self.assertRaises(nova_request.UseNova, msg=query):
                 nova_request.parse_query(query)
+
+    def test_granular_groups_are_ours(self):
+        port = str(uuid.uuid4())
+        f = nova_request.parse_query(
+            f"resources=VCPU:1&resources{port}=NET_BW_EGR_KILOBIT_PER_SEC:1000"
+            f"&required{port}=CUSTOM_PHYSNET_NET0&resources_GPU=VGPU:1"
+            "&group_policy=isolate&same_subtree=_GPU")
+        self.assertEqual([port, "_GPU"], [g.suffix for g in f.granular])
+        self.assertEqual({"CUSTOM_PHYSNET_NET0"}, f.granular[0].required)
+        self.assertTrue(f.isolate)
+
+    def test_repeated_required_keeps_the_last_as_at_1_36(self):
+        f = nova_request.parse_query(
+            "resources=VCPU:1&required=CUSTOM_A&required=CUSTOM_B")
+        self.assertEqual({"CUSTOM_B"}, f.required)
 
     def test_group_policy_alone_changes_nothing(self):
         # with only the unsuffixed group placement ignores group_policy
@@ -74,14 +92,25 @@ class ParseQuery(unittest.TestCase):
         self.assertEqual("u", req.user_id)
         self.assertEqual(frozenset({"CUSTOM_FAST"}), req.query.required)
 
-    def test_granular_flavor_goes_to_nova(self):
+    def test_granular_flavor_is_parsed(self):
         flavor = objects.Flavor(vcpus=1, memory_mb=512, root_gb=1,
                                 ephemeral_gb=0, swap=0,
                                 extra_specs={"resources1:VGPU": "1"})
         spec = objects.RequestSpec(flavor=flavor, is_bfv=False)
-        with self.assertRaises(nova_request.UseNova):
-            nova_request.parse_query(
-                nova_request.placement_query(None, spec, None))
+        f = nova_request.parse_query(
+            nova_request.placement_query(None, spec, None))
+        self.assertEqual({"VGPU": 1}, dict(f.granular[0].resources))
+        self.assertEqual({"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1},
+                         dict(f.resources))
+
+    def test_selection_carries_the_mappings(self):
+        from scheduler_ext.moves.request import Selection
+        root, gpu = str(uuid.uuid4()), str(uuid.uuid4())
+        sel = Selection(root, {root: {"VCPU": 1}, gpu: {"VGPU": 1}},
+                        {"": [root], "1": [gpu]})
+        body = nova_request.allocation_request(sel)
+        self.assertEqual({"": [root], "1": [gpu]}, body["mappings"])
+        self.assertEqual({"VGPU": 1}, body["allocations"][gpu]["resources"])
 
 
 class MovedElsewhere(unittest.TestCase):

@@ -213,16 +213,23 @@ def test_fast_path_prefers_the_sharing_provider_with_most_free():
     assert fit.free("DISK_GB").tolist() == [900]
 
 
-def test_nested_fleet_is_unsupported():
+def test_a_child_supplies_its_root():
+    """Once Unsupported: a class held only by a child is supplied to the
+    root's tree, the root is the candidate's anchor."""
     p = EmbeddedPlacement()
     root = p.create_provider("root")
     child = p.create_provider("child", parent_provider_uuid=root.uuid)
     p.set_inventories(child.uuid, 0, {"VCPU": Inventory(4)})
     index = CapacityIndex.from_snapshot(p.snapshot())
-    with pytest.raises(errors.Unsupported, match="nested"):
-        index.candidates(CandidateRequest({"VCPU": 1}))
-    with pytest.raises(errors.Unsupported):
-        index.fit(CandidateRequest({"VCPU": 1}))
+    answer = index.candidates(CandidateRequest({"VCPU": 1}))
+    assert answer["allocation_requests"] == [{
+        "allocations": {child.uuid: {"resources": {"VCPU": 1}}},
+        "mappings": {"": [child.uuid]}}]
+    assert set(answer["provider_summaries"]) == {root.uuid, child.uuid}
+    fit = index.fit(CandidateRequest({"VCPU": 1}))
+    assert fit.uuids() == [root.uuid]
+    assert fit.allocation_request(0)["allocations"] == {
+        child.uuid: {"resources": {"VCPU": 1}}}
 
 
 def test_request_type_checked(probe):

@@ -1,9 +1,11 @@
 """CandidateRequest: validation, and placement query strings both ways."""
 
+from urllib import parse
+
 import pytest
 
 from scheduler_ext import errors
-from scheduler_ext.placement.query import CandidateRequest
+from scheduler_ext.placement.query import CandidateRequest, RequestGroup
 
 AGG = "8592a199-7d73-4465-8df6-ab00a6243c82"
 AGG2 = "ddbd9226-d6a6-475e-a85f-0609914dd058"
@@ -117,11 +119,118 @@ def test_from_query_mapping_form():
     assert r.limit == 5
 
 
-@pytest.mark.parametrize("key", ["resources1", "required_FOO", "member_of2",
-                                 "in_tree3", "same_subtree"])
-def test_granular_and_same_subtree_unsupported(key):
-    with pytest.raises(errors.Unsupported):
-        CandidateRequest.from_query([("resources", "VCPU:1"), (key, "x")])
+def test_granular_groups_parsed():
+    r = CandidateRequest.from_query([
+        ("resources", "VCPU:1"), ("resources1", "VGPU:1"),
+        ("required1", "CUSTOM_VGPU_A,!CUSTOM_SLOW"), ("member_of1", AGG),
+        ("in_tree1", AGG2), ("resources_NIC", "NET_BW_EGR_KILOBIT_PER_SEC:10"),
+        ("group_policy", "isolate")])
+    assert [g.suffix for g in r.granular] == ["1", "_NIC"]
+    g = r.granular[0]
+    assert g.resources == {"VGPU": 1}
+    assert g.required == {"CUSTOM_VGPU_A"} and g.forbidden == {"CUSTOM_SLOW"}
+    assert g.member_of == (frozenset([AGG]),) and g.in_tree == AGG2
+    assert r.isolate and r.resources == {"VCPU": 1}
+    assert [x.suffix for x in r.groups] == ["", "1", "_NIC"]
+    assert r.total_resources() == {"VCPU": 1, "VGPU": 1,
+                                   "NET_BW_EGR_KILOBIT_PER_SEC": 10}
+
+
+def test_granular_round_trip():
+    r = CandidateRequest(
+        {"VCPU": 1},
+        granular=(RequestGroup("1", {"VGPU": 1}, required=["CUSTOM_A"],
+                               required_any=[("CUSTOM_B", "CUSTOM_C")],
+                               member_of=([AGG],), forbidden_aggregates=[AGG2],
+                               in_tree=AGG),
+                  RequestGroup("_agent", {}, required=["CUSTOM_AGENT"])),
+        group_policy="none", same_subtree=[("1", "_agent")],
+        root_forbidden=["COMPUTE_STATUS_DISABLED"])
+    q = r.to_query()
+    assert ("same_subtree", "1,_agent") in q
+    assert ("required1", "in:CUSTOM_B,CUSTOM_C") in q
+    assert ("member_of1", f"!{AGG2}") in q
+    assert CandidateRequest.from_query(q) == r
+
+
+def test_only_granular_groups():
+    r = CandidateRequest.from_query([("resources1", "VGPU:1")])
+    assert r.resources == {} and r.unnumbered is None
+    assert [g.suffix for g in r.groups] == ["1"]
+
+
+@pytest.mark.parametrize("params,field", [
+    # more than one granular group needs group_policy
+    ([("resources1", "VGPU:1"), ("resources2", "VGPU:1")], "group_policy"),
+    ([("resources1", "VGPU:1"), ("group_policy", "all")], "group_policy"),
+    # a resourceless group must be named in same_subtree
+    ([("resources", "VCPU:1"), ("required1", "CUSTOM_X")], "resources1"),
+    ([("resources1", "VGPU:1"), ("same_subtree", "1,2")], "same_subtree"),
+    ([("resources1", "VGPU:1"), ("same_subtree", ",1")], "same_subtree"),
+    # the unnumbered group is never resourceless
+    ([("resources1", "VGPU:1"), ("required", "CUSTOM_X")], "resources"),
+    ([("resources1", "VGPU:1"), ("in_tree", AGG)], "resources"),
+])
+def test_granular_bad_input(params, field):
+    with pytest.raises(errors.InvalidRequest) as exc:
+        CandidateRequest.from_query(params)
+    assert exc.value.field == field, exc.value
+
+
+def test_resourceless_group_in_same_subtree():
+    r = CandidateRequest.from_query([
+        ("resources1", "NET_BW_EGR_KILOBIT_PER_SEC:10"), ("required2", "CUSTOM_AGENT"),
+        ("same_subtree", "1,2"), ("group_policy", "none")])
+    assert r.granular[1].resources == {}
+    assert r.same_subtree == (frozenset(["1", "2"]),)
+
+
+def test_repeated_required_keeps_the_last_below_1_39():
+    q = [("resources", "VCPU:1"), ("required", "CUSTOM_A"), ("required", "CUSTOM_B,!CUSTOM_C")]
+    old = CandidateRequest.from_query(q, microversion="1.38")
+    assert old.required == {"CUSTOM_B"} and old.forbidden == {"CUSTOM_C"}
+    new = CandidateRequest.from_query(q)
+    assert new.required == {"CUSTOM_A", "CUSTOM_B"} and new.forbidden == {"CUSTOM_C"}
+    granular = [("resources1", "VGPU:1"), ("required1", "CUSTOM_A"), ("required1", "CUSTOM_B")]
+    assert CandidateRequest.from_query(granular, microversion="1.36").granular[0].required \
+        == {"CUSTOM_B"}
+
+
+@pytest.mark.parametrize("version,params,field", [
+    ("1.38", [("resources", "VCPU:1"), ("required", "in:CUSTOM_A,CUSTOM_B")], "required"),
+    ("1.24", [("resources1", "VGPU:1")], "resources1"),
+    ("1.32", [("resources_GPU", "VGPU:1")], "resources_GPU"),
+    ("1.30", [("resources", "VCPU:1"), ("in_tree", AGG)], "in_tree"),
+    ("1.34", [("resources", "VCPU:1"), ("root_required", "CUSTOM_A")], "root_required"),
+    ("1.35", [("resources1", "VGPU:1"), ("same_subtree", "1")], "same_subtree"),
+    ("1.21", [("resources", "VCPU:1"), ("required", "!CUSTOM_A")], "required"),
+    ("1.31", [("resources", "VCPU:1"), ("member_of", f"!{AGG}")], "member_of"),
+    ("1.23", [("resources", "VCPU:1"), ("member_of", AGG), ("member_of", AGG2)],
+     "member_of"),
+    ("1.15", [("resources", "VCPU:1"), ("limit", "2")], "limit"),
+    ("1.40", [("resources", "VCPU:1")], "microversion"),
+    ("2.1", [("resources", "VCPU:1")], "microversion"),
+])
+def test_microversion_rules(version, params, field):
+    with pytest.raises(errors.InvalidRequest) as exc:
+        CandidateRequest.from_query(params, microversion=version)
+    assert exc.value.field == field, exc.value
+
+
+def test_nova_query_at_1_36():
+    """What nova 34 sends (microversion 1.36) for a server with a QoS port:
+    the port's group is suffixed with the port's uuid."""
+    port = "5b7b6e2c-7a1f-4a5c-9b8e-3a1f0c2d4e6f"
+    query = ("group_policy=none&limit=1000"
+             "&resources=DISK_GB%3A1%2CMEMORY_MB%3A512%2CVCPU%3A1"
+             f"&resources{port}=NET_BW_EGR_KILOBIT_PER_SEC%3A1000"
+             f"&required{port}=CUSTOM_PHYSNET_NET0%2CCUSTOM_VNIC_TYPE_NORMAL"
+             "&root_required=%21COMPUTE_STATUS_DISABLED")
+    r = CandidateRequest.from_query(parse.parse_qsl(query), microversion="1.36")
+    assert r.granular[0].suffix == port
+    assert r.granular[0].required == {"CUSTOM_PHYSNET_NET0", "CUSTOM_VNIC_TYPE_NORMAL"}
+    assert r.root_forbidden == {"COMPUTE_STATUS_DISABLED"}
+    assert r.limit == 1000 and r.group_policy == "none"
 
 
 @pytest.mark.parametrize("params,field", [
