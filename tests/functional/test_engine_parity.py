@@ -21,6 +21,7 @@ the allocations, which is what placement shows.
 
 from __future__ import annotations
 
+import os
 import random
 from urllib.parse import urlencode
 
@@ -31,7 +32,8 @@ from scheduler_ext.lab import synthetic
 from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.placement.model import FleetSnapshot, Provider, ProviderRecord
 
-FLEETS = 50
+#: the test command runs 12 fleets; ``benchmarks/parity_sweep.sh`` runs 50
+FLEETS = int(os.environ.get("SCHEDULER_EXT_PARITY_FLEETS", "12"))
 QUERIES = 8
 
 
