@@ -51,15 +51,23 @@ def _allocs(answer: dict) -> set:
 
 
 # ------------------------------------------------------------------ engine
-def bench_engine(index: CapacityIndex, fleet: ColumnarFleet, args) -> dict:
-    weigher = Weigher()
-    requests = flavor_requests()
-    index.select(requests[0], weigher=weigher, k=args.k)  # warm up
+def time_select_and_fit(index: CapacityIndex, requests: list, weigher: Weigher,
+                        args) -> tuple[list[float], list[float]]:
+    """Seconds of each ``select`` (best ``args.k``) and each ``fit``, every
+    request ``args.repeat`` times, after one warm-up select."""
+    index.select(requests[0], weigher=weigher, k=args.k)
     select, fit = [], []
     for _ in range(args.repeat):
         for r in requests:
             select.append(timed(lambda: index.select(r, weigher=weigher, k=args.k))[0])
             fit.append(timed(lambda: index.fit(r))[0])
+    return select, fit
+
+
+def bench_engine(index: CapacityIndex, fleet: ColumnarFleet, args) -> dict:
+    weigher = Weigher()
+    requests = flavor_requests()
+    select, fit = time_select_and_fit(index, requests, weigher, args)
     limited = [timed(lambda: index.candidates(r))[0]
                for r in flavor_requests(limit=1000) for _ in range(max(1, args.repeat // 10))]
     # incremental updates: one claim + release, one refresh by generation
@@ -195,12 +203,7 @@ def bench_nested_engine(index: CapacityIndex, args) -> dict:
     weigher = Weigher()
     out: dict[str, Any] = {}
     for name, requests in (("port", port_requests()), ("vgpu", port_requests(vgpu=True))):
-        index.select(requests[0], weigher=weigher, k=args.k)  # warm up
-        select, fit = [], []
-        for _ in range(args.repeat):
-            for r in requests:
-                select.append(timed(lambda: index.select(r, weigher=weigher, k=args.k))[0])
-                fit.append(timed(lambda: index.fit(r))[0])
+        select, fit = time_select_and_fit(index, requests, weigher, args)
         out[name] = {"select": stats(select), "fit": stats(fit)}
     limited = [timed(lambda: index.candidates(r))[0]
                for r in port_requests(limit=1000) for _ in range(max(1, args.repeat // 10))]
