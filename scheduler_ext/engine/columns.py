@@ -59,6 +59,17 @@ def read_capacity(total: np.ndarray, reserved: np.ndarray, ratio: np.ndarray,
     return cap.astype(np.int64)
 
 
+def as_slice(index: np.ndarray) -> np.ndarray | slice:
+    """``index`` (ascending int64 positions) as the equal slice when it is
+    an arithmetic progression (a view then replaces a gather), else itself."""
+    if len(index) < 2:
+        return index
+    step = int(index[1] - index[0])
+    if step <= 0 or not (np.diff(index) == step).all():
+        return index
+    return slice(int(index[0]), int(index[-1]) + 1, step)
+
+
 def summary_capacity(total: np.ndarray, reserved: np.ndarray,
                      ratio: np.ndarray) -> np.ndarray:
     """``int((total - reserved) * ratio)``: what provider summaries show."""
@@ -135,14 +146,16 @@ class Column:
     def positions(self, rows: np.ndarray) -> np.ndarray:
         """Slots of ``rows`` (an integer array; rows of the index), -1 where
         absent. A sparse column asked for many rows keeps a row -> slot map
-        (4 bytes per row of the index) instead of a binary search."""
+        (8 bytes per row of the index) instead of a binary search; it is
+        int64 because numpy gathers with an int32 index several times
+        slower, and every caller gathers with the answer."""
         rows = np.asarray(rows, np.int64)
         if not self.sparse:
             return np.where(rows < len(self.total), rows, -1)
         if len(rows) > 256 and len(self.rows) > 256:
             if self._slot_of is None or len(self._slot_of) < self.size:
-                self._slot_of = np.full(max(self.size, int(self.rows[-1]) + 1), -1, np.int32)
-                self._slot_of[self.rows] = np.arange(len(self.rows), dtype=np.int32)
+                self._slot_of = np.full(max(self.size, int(self.rows[-1]) + 1), -1, np.int64)
+                self._slot_of[self.rows] = np.arange(len(self.rows))
             return self._slot_of[rows]
         i = np.searchsorted(self.rows, rows)
         ok = i < len(self.rows)
@@ -268,16 +281,21 @@ class Column:
             ok &= (amount % self.step_size) == 0
         return ok
 
-    def fits_at(self, slots: np.ndarray, amount: int, present: bool = False) -> np.ndarray:
+    def fits_at(self, slots: np.ndarray | slice, amount: int, present: bool = False
+                ) -> np.ndarray:
         """Bool per entry of ``slots`` (-1: no slot, never fits; none is -1
-        when ``present``): does ``amount`` fit there (module docstring
-        rule)."""
-        p = slots if present else np.maximum(slots, 0)
-        if amount > MAX_INT:
-            return np.zeros(len(p), bool)
-        ok = self.free[p] >= amount
+        when ``present``, and ``slots`` may then be a slice): does ``amount``
+        fit there (module docstring rule)."""
+        p: Any = slots
         if not present:
-            ok &= slots >= 0
+            assert isinstance(slots, np.ndarray)
+            p = np.maximum(slots, 0)
+        free = self.free[p]
+        if amount > MAX_INT:
+            return np.zeros(len(free), bool)
+        ok = free >= amount
+        if not present:
+            ok &= p == slots
         if amount < self.max_min:
             ok &= self.min_unit[p] <= amount
         if amount > self.min_max:

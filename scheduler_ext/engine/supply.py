@@ -29,11 +29,13 @@ provider row, where the request has no row-wide filter.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from scheduler_ext.engine.trees import Trees
+from scheduler_ext.engine.branchless import choose, compact, keep
+from scheduler_ext.engine.columns import as_slice
+from scheduler_ext.engine.trees import Trees, best_per_root
 from scheduler_ext.placement.query import CandidateRequest, RequestGroup
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -50,7 +52,11 @@ class Slot:
     without a class) of the tree members that may fill it, ``shared``
     (sharing rows), ``score_rc`` (the class whose free units rank
     suppliers). ``best``: when no tree holds two of ``rows``, the row per
-    compact root (-1 none), and ``rows`` are then derived on demand."""
+    compact root (-1 none), and ``rows`` are then derived on demand.
+    ``holder``/``holder_ok``: the same as ``best`` in two parts where each
+    tree has at most one provider that could fill the slot: that provider
+    per compact root (-1 none; cached, shared between requests) and bool
+    per compact root, does it fit now. ``member()`` gives either form."""
 
     group: int
     suffix: str
@@ -61,7 +67,21 @@ class Slot:
     found: tuple[np.ndarray, np.ndarray | None] | None = None
     derive: Callable[[], tuple[np.ndarray, np.ndarray | None]] | None = None
     best: np.ndarray | None = None
+    holder: np.ndarray | None = None
+    holder_ok: np.ndarray | None = None
     _mask: np.ndarray | None = None
+
+    def member(self, trees: Trees, key: Callable[[], np.ndarray]
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """(row per compact root, bool per compact root): the best member
+        of the root's tree that may fill the slot, and where there is one
+        (the row is meaningless where there is not). ``key()``: the
+        preference key of ``rows``, asked only when a tree holds several."""
+        if self.holder is not None and self.holder_ok is not None:
+            return self.holder, self.holder_ok
+        if self.best is None:
+            self.best = best_per_root(trees, self.rows, key)
+        return self.best, self.best >= 0
 
     @property
     def rows(self) -> np.ndarray:
@@ -224,13 +244,14 @@ def _unnumbered(ix: "CapacityIndex", trees: Trees, gi: int, group: RequestGroup,
         def derive(rc=rc, amount=amount) -> tuple[np.ndarray, np.ndarray | None]:
             rows, free = fitting(ix, trees, rc, amount)
             if member is not None:
-                keep = member[rows]
-                rows, free = rows[keep], free[keep]
+                inside = member[rows]
+                rows, free = rows[inside], free[inside]
             return rows, free
         slot = Slot(gi, "", {rc: amount}, shared, rc, n, derive=derive)
         hold = holders(rc)
         if hold is not None and len(hold[0]) == 1 and member is None:
-            slot.best = _one_holder_best(ix.columns[rc], hold, amount, trees.n_roots)
+            slot.holder = hold[0][0]
+            slot.holder_ok = _holder_fits(ix.columns[rc], hold, amount, trees.n_roots)
         elif hold is not None:
             matrix, at = hold[0], hold[1]
             ok = ix.columns[rc].fits_at(at.ravel(), amount).reshape(at.shape)
@@ -281,13 +302,13 @@ def granular_filters_pass(ix: "CapacityIndex", trees: Trees, group: RequestGroup
     return ok
 
 
-def _one_holder_best(col, hold, amount: int, n_roots: int) -> np.ndarray:
-    """Per compact root the row holding the class (one per tree) when
-    ``amount`` fits there, else -1."""
-    pos, slots, rows = hold[2:5]
-    best = np.full(n_roots, -1, np.int64)
-    best[pos] = np.where(col.fits_at(slots, amount, present=True), rows, -1)
-    return best
+def _holder_fits(col, hold, amount: int, n_roots: int) -> np.ndarray:
+    """Bool per compact root: its tree's one holder of the class (see
+    ``tree_query.holders``) has room for ``amount``."""
+    pos, slots = hold[2:4]
+    ok = np.zeros(n_roots, bool)
+    ok[pos] = col.fits_at(slots, amount, present=True)
+    return ok
 
 
 def matrix_best(ix: "CapacityIndex", matrix: np.ndarray, slots: np.ndarray,
@@ -295,16 +316,16 @@ def matrix_best(ix: "CapacityIndex", matrix: np.ndarray, slots: np.ndarray,
     """Per compact root the best row of ``matrix`` (see
     ``tree_query.holders``) where ``ok``: most free units of ``rc``, then
     the smaller uuid; -1 where none is ok. One pass per matrix row."""
-    best = np.where(ok[0], matrix[0], -1)
+    best = keep(matrix[0], ok[0])
     if len(matrix) == 1:
         return best
     free = ix.columns[rc].free
-    best_free = np.where(ok[0], free[slots[0]], -1)
+    best_free = keep(free[slots[0]], ok[0])
     for j in range(1, len(matrix)):
         f = free[slots[j]]
         better = ok[j] & (f > best_free)
-        best = np.where(better, matrix[j], best)
-        best_free = np.where(better, f, best_free)
+        best = choose(better, matrix[j], best)
+        best_free = choose(better, f, best_free)
     return best
 
 
@@ -326,21 +347,31 @@ def _granular(ix: "CapacityIndex", trees: Trees, gi: int, group: RequestGroup,
     key = ("granular", group.trait_groups, group.forbidden, group.member_of,
            group.forbidden_aggregates, group.in_tree, tuple(amounts),
            tuple(col.version for col in cols), ix.traits.version)
-    rows, at = memo(key, lambda: _granular_static(ix, trees, group, cols))
+    rows, at, pos, holder = memo(key, lambda: _granular_static(ix, trees, group, cols))
     ok = np.ones(len(rows), bool)
     for col, n, slots in zip(cols, amounts.values(), at):
         ok &= col.fits_at(slots, n, present=True)
-    rows = rows[ok]
-    free = cols[0].free[at[0][ok]]
-    return Slot(gi, group.suffix, amounts, among(rows, sharing), rc, trees.n,
-                found=(rows, free))
+
+    def derive() -> tuple[np.ndarray, np.ndarray | None]:
+        fit_rows, first = compact(ok, rows, cols[0].free[at[0]])
+        return fit_rows, first
+    hit = np.minimum(np.searchsorted(rows, sharing), max(len(rows) - 1, 0))
+    shared = sharing[(rows[hit] == sharing) & ok[hit]] if len(rows) else _NONE
+    slot = Slot(gi, group.suffix, amounts, shared, rc, trees.n, derive=derive)
+    if holder is not None:   # one provider per tree: the best is that one
+        slot.holder, slot.holder_ok = holder, np.zeros(trees.n_roots, bool)
+        slot.holder_ok[pos] = ok
+    return slot
 
 
 def _granular_static(ix: "CapacityIndex", trees: Trees, group: RequestGroup,
-                     cols: list) -> tuple[np.ndarray, list[np.ndarray]]:
-    """(rows ascending, their slots in each of ``cols``) of the live
-    providers holding every class of the group and meeting its traits,
-    aggregates and ``in_tree``: what does not change with usage."""
+                     cols: list) -> tuple[np.ndarray, list, Any, np.ndarray | None]:
+    """(rows ascending, their slots in each of ``cols``, their compact root
+    positions, and the row per compact root (-1 none); the last two None
+    when a tree holds two) of the live providers holding every class of
+    the group and meeting its traits, aggregates and ``in_tree``: what
+    does not change with usage. Slots and positions are slices where they
+    are progressions (``columns.as_slice``)."""
     first = cols[0]
     rows = first.rows if first.sparse else np.flatnonzero(first.total[:trees.n] > 0)
     rows = rows[rows < trees.n]
@@ -348,4 +379,11 @@ def _granular_static(ix: "CapacityIndex", trees: Trees, group: RequestGroup,
     rows = rows[granular_filters_pass(ix, trees, group, rows)]
     at = [col.positions(rows) for col in cols]
     held = np.all([a >= 0 for a in at], axis=0) if len(rows) else np.zeros(0, bool)
-    return rows[held], [a[held] for a in at]
+    rows = rows[held]
+    pos = trees.root_pos[rows]
+    at = [as_slice(a[held]) for a in at]
+    if len(pos) > 1 and not (pos[1:] > pos[:-1]).all():
+        return rows, at, None, None
+    holder = np.full(trees.n_roots, -1, np.int64)
+    holder[pos] = rows
+    return rows, at, as_slice(pos), holder

@@ -12,6 +12,7 @@ import numpy as np
 
 from scheduler_ext.engine import supply
 from scheduler_ext.engine import trees as treelib
+from scheduler_ext.engine.columns import as_slice
 from scheduler_ext.engine.fit import Fit
 from scheduler_ext.engine.tree_enumeration import TreeEnumerator
 from scheduler_ext.engine.tree_solver import TreeSolver
@@ -39,13 +40,14 @@ def state(ix: "CapacityIndex") -> tuple[treelib.Trees, treelib.TreeAggregates]:
 MAX_HOLDERS = 4
 
 
-def holders(ix: "CapacityIndex", rc: str) -> tuple[np.ndarray, ...] | None:
+def holders(ix: "CapacityIndex", rc: str) -> tuple[Any, ...] | None:
     """(rows, slots): per compact root the rows of its tree holding ``rc``
     and their slots in the column, as (k x n_roots) matrices padded with
     -1 (k: the most holders one tree has; row j of the matrix: each tree's
     j-th holder in uuid order); None when k > ``MAX_HOLDERS``. With k = 1
     three more arrays list the trees holding it compactly (compact root
-    positions, slots, rows).
+    positions, slots, rows; the first two as slices when they are
+    progressions, as they are when every root holds the class).
     Cached per tree structure and column version."""
     trees = state(ix)[0]
     col = ix.columns.get(rc)
@@ -58,7 +60,7 @@ def holders(ix: "CapacityIndex", rc: str) -> tuple[np.ndarray, ...] | None:
     return hit[1]
 
 
-def _holder_matrix(trees: treelib.Trees, col) -> tuple[np.ndarray, ...] | None:
+def _holder_matrix(trees: treelib.Trees, col) -> tuple[Any, ...] | None:
     rows = col.rows if col.sparse else np.flatnonzero(col.total[:trees.n] > 0)
     rows = rows[rows < trees.n]
     rows = rows[trees.root_pos[rows] >= 0]
@@ -78,7 +80,7 @@ def _holder_matrix(trees: treelib.Trees, col) -> tuple[np.ndarray, ...] | None:
     slots = np.full((k, trees.n_roots), -1, np.int64)
     slots[col_of, pos] = col.positions(rows)
     if k == 1:   # and the trees holding it, compact: (positions, slots, rows)
-        return matrix, slots, pos, slots[0][pos], rows
+        return matrix, slots, as_slice(pos), as_slice(slots[0][pos]), rows
     return matrix, slots
 
 

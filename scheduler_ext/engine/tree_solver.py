@@ -20,12 +20,14 @@ in Python): the answer is exact, only the rare root costs more.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from scheduler_ext.engine import trees as treelib
+from scheduler_ext.engine.branchless import choose, keep
 from scheduler_ext.engine.supply import Supply
 from scheduler_ext.engine.trees import TreeAggregates, Trees
 
@@ -35,7 +37,6 @@ if TYPE_CHECKING:  # pragma: no cover
 #: Above this many unnumbered-group option combinations (required traits),
 #: roots are settled one by one by exact enumeration.
 MAX_COMBINATIONS = 256
-_BIG = np.iinfo(np.int64).max
 
 
 @dataclasses.dataclass
@@ -71,28 +72,24 @@ class TreeSolver:
     def best_reachable(self, supply: np.ndarray, rc: str | None,
                        where: np.ndarray | None = None) -> np.ndarray:
         """int64 per compact root: the best sharing row of ``supply`` that
-        shares an aggregate with the root's tree, -1 if none (computed only
-        for the roots ``where`` marks, when given)."""
-        out = np.full(self.trees.n_roots, -1, np.int64)
+        shares an aggregate with the root's tree, -1 if none (and -1 where
+        ``where``, when given, is False)."""
         if not len(supply) or (where is not None and not where.any()):
-            return out
+            return np.full(self.trees.n_roots, -1, np.int64)
         ranked = self.ranked_sharing(supply, rc)
         which, aggs = self.ix.aggregates.entries_of(ranked)
-        agg_best = np.full(len(self.ix.aggregates.uuids), _BIG, np.int64)
+        # per aggregate the rank of its best supplier (len(ranked): none);
+        # every per-root step below gathers from these small tables
+        agg_best = np.full(len(self.ix.aggregates.uuids), len(ranked), np.int64)
         np.minimum.at(agg_best, aggs.astype(np.int64), which)
-        agg_best[0] = _BIG
+        agg_best[0] = len(ranked)
         tagg = self.tagg
-        pos = np.arange(self.trees.n_roots) if where is None else np.flatnonzero(where)
-        best = agg_best[np.maximum(tagg.single[pos], 0)]
+        best = agg_best[tagg.single_or_none]
         multi_pos, multi_agg = tagg.several
         if len(multi_pos):
-            full = np.full(self.trees.n_roots, _BIG, np.int64)
-            full[pos] = best
-            np.minimum.at(full, multi_pos, agg_best[multi_agg])
-            best = full[pos]
-        found = best < _BIG
-        out[pos[found]] = ranked[best[found]]
-        return out
+            np.minimum.at(best, multi_pos, agg_best[multi_agg])
+        out = np.append(ranked, -1)[best]
+        return out if where is None else keep(out, where)
 
     # ------------------------------------------------------------------ solve
     def slot_key(self, slot) -> np.ndarray:
@@ -100,26 +97,27 @@ class TreeSolver:
         return treelib.preference_key(self.trees, slot.rows, free)
 
     def availability(self, sup: Supply, pre: np.ndarray
-                     ) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray | None]]:
+                     ) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]],
+                                list[np.ndarray | None]]:
         """(roots with at least one supplier for every slot, and per slot:
-        best member per root, best sharing provider per root or None when
-        no sharing provider may fill the slot)."""
+        the best member per root with where there is one (``Slot.member``),
+        the best sharing provider per root or None when no sharing provider
+        may fill the slot)."""
         pre = pre & sup.anchor
-        best: list[np.ndarray] = []
+        best: list[tuple[np.ndarray, np.ndarray]] = []
         shared: list[np.ndarray | None] = []
         every = bool(sup.trait_groups)   # trait combinations want all options
         for slot in sup.slots:
-            member = slot.best if slot.best is not None else treelib.best_per_root(
-                self.trees, slot.rows, lambda slot=slot: self.slot_key(slot))
-            best.append(member)
+            member, have = slot.member(self.trees, functools.partial(self.slot_key, slot))
+            best.append((member, have))
             if not len(slot.shared):
                 shared.append(None)
-                pre &= member >= 0
+                pre &= have
                 continue
-            lacking = None if every else pre & (member < 0)
+            lacking = None if every else pre & ~have
             reach = self.best_reachable(slot.shared, slot.score_rc, lacking)
             shared.append(reach)
-            pre &= (member >= 0) | (reach >= 0)
+            pre &= have | (reach >= 0)
         return pre, best, shared
 
     def possible(self, sup: Supply) -> np.ndarray:
@@ -134,10 +132,10 @@ class TreeSolver:
         pre, best, shared = self.availability(sup, pre)
         pos = np.flatnonzero(pre)
         picks = []
-        for member, sharing in zip(best, shared):
+        for (member, have), sharing in zip(best, shared):
             p = member[pos]
             if sharing is not None:
-                p = np.where(p >= 0, p, sharing[pos])
+                p = choose(have[pos], p, sharing[pos])
             picks.append(p)
         if len(sup.trait_groups) > 64:   # beyond one mask word: exactly
             return self._enumerate(pos, enumerator, len(sup.slots))

@@ -181,6 +181,15 @@ class TreeAggregates:
             object.__setattr__(self, "_several", cached)
         return cached
 
+    @property
+    def single_or_none(self) -> np.ndarray:
+        """``single`` with 0 (no aggregate) for trees with several."""
+        cached = self.__dict__.get("_single_or_none")
+        if cached is None:
+            cached = np.maximum(self.single, 0)
+            object.__setattr__(self, "_single_or_none", cached)
+        return cached
+
     def of(self, j: int) -> np.ndarray:
         lo, hi = np.searchsorted(self.pos, [j, j + 1])
         return self.agg[lo:hi]
