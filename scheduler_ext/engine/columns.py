@@ -350,3 +350,4 @@ class Column:
         self.rows = np.zeros(0, np.int64)
         self._slot_of = None
         self.sparse = False
+        self.version += 1   # every slot moved

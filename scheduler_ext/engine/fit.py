@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 import numpy as np
 
@@ -54,6 +54,11 @@ class Fit:
     sources: Mapping[str, np.ndarray]
     released: Mapping[tuple[int, str], int]
     granular: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    #: per class, a cheaper reader of ``free`` before ``released`` is
+    #: applied (the tree path knows where some suppliers sit in the
+    #: column); it answers None when the index changed since the fit
+    supplier_free: Mapping[str, Callable[[], np.ndarray | None]] = dataclasses.field(
+        default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -82,7 +87,10 @@ class Fit:
         col = self.index.columns.get(rc)
         if col is None:
             return np.zeros(len(rows), np.int64)
-        out = col.gather("free", rows, present=rows is not self.rows)
+        quick = self.supplier_free.get(rc)
+        out = quick() if quick is not None else None
+        if out is None:
+            out = col.gather("free", rows, present=rows is not self.rows)
         for (row, c), units in self.released.items():
             if c == rc:
                 out[rows == row] += units

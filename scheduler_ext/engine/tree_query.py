@@ -5,6 +5,7 @@ holds the index lock."""
 
 from __future__ import annotations
 
+import functools
 import random
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -131,12 +132,43 @@ def fit(ix: "CapacityIndex", request: CandidateRequest,
     picks = solver.solve(sup, pre, enum)
     sources: dict[str, np.ndarray] = {}
     granular: dict[str, np.ndarray] = {}
+    quick = {}
     for slot, rows in zip(sup.slots, picks.rows):
         if slot.suffix:
             granular[slot.suffix] = rows
-        else:
-            sources.update({rc: rows for rc in slot.amounts})
-    return Fit(ix, request, trees.roots[picks.pos], sources, dict(freed), granular)
+            continue
+        sources.update({rc: rows for rc in slot.amounts})
+        if slot.holder is not None and not len(slot.shared) and slot.score_rc:
+            # the supplier is the tree's one holder, whose slot is known
+            quick[slot.score_rc] = functools.partial(
+                _holder_free, ix, slot.score_rc, picks.pos, _stamp(ix, slot.score_rc))
+    return Fit(ix, request, trees.roots[picks.pos], sources, dict(freed), granular,
+               quick)
+
+
+def _stamp(ix: "CapacityIndex", rc: str) -> tuple:
+    col = ix.columns.get(rc)
+    return (ix.structure_version, ix.aggregates.version, ix.n_rows, id(col),
+            col.version if col is not None else -1)
+
+
+def _holder_free(ix: "CapacityIndex", rc: str, pos: np.ndarray, stamp: tuple
+                 ) -> np.ndarray | None:
+    """Free units of ``rc`` at the one holder in each tree at compact root
+    positions ``pos`` (each holds ``rc``): one gather where the holders
+    sit in root order in the column, as compute nodes usually do. None
+    when the trees or the holders changed since ``stamp``."""
+    with ix.lock:
+        if _stamp(ix, rc) != stamp:
+            return None
+        hold = holders(ix, rc)
+        assert hold is not None and len(hold) == 5
+        free = ix.columns[rc].free
+        at, slots = hold[2], hold[3]
+        if isinstance(at, slice) and isinstance(slots, slice) and at.step == slots.step == 1:
+            return free[pos + (slots.start - at.start)] if slots.start != at.start \
+                else free[pos]
+        return free[hold[1][0][pos]]
 
 
 def answer(ix: "CapacityIndex", request: CandidateRequest,

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from scheduler_ext.engine import trees as treelib
-from scheduler_ext.engine.branchless import choose, keep
+from scheduler_ext.engine.branchless import choose
 from scheduler_ext.engine.supply import Supply
 from scheduler_ext.engine.trees import TreeAggregates, Trees
 
@@ -72,8 +72,9 @@ class TreeSolver:
     def best_reachable(self, supply: np.ndarray, rc: str | None,
                        where: np.ndarray | None = None) -> np.ndarray:
         """int64 per compact root: the best sharing row of ``supply`` that
-        shares an aggregate with the root's tree, -1 if none (and -1 where
-        ``where``, when given, is False)."""
+        shares an aggregate with the root's tree, -1 if none. ``where``
+        (bool per compact root) marks the roots the caller will read; when
+        it marks none, nothing is computed."""
         if not len(supply) or (where is not None and not where.any()):
             return np.full(self.trees.n_roots, -1, np.int64)
         ranked = self.ranked_sharing(supply, rc)
@@ -88,8 +89,7 @@ class TreeSolver:
         multi_pos, multi_agg = tagg.several
         if len(multi_pos):
             np.minimum.at(best, multi_pos, agg_best[multi_agg])
-        out = np.append(ranked, -1)[best]
-        return out if where is None else keep(out, where)
+        return np.append(ranked, -1)[best]
 
     # ------------------------------------------------------------------ solve
     def slot_key(self, slot) -> np.ndarray:
