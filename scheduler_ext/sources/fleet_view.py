@@ -33,6 +33,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from scheduler_ext import errors
+from scheduler_ext.engine import bulk
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.placement import PlacementClient
 from scheduler_ext.placement.query import CandidateRequest
@@ -183,6 +184,9 @@ class FleetView:
         return True
 
     def _apply(self, changes: Changes) -> None:
+        if changes.usage:
+            with self.index.lock:
+                bulk.set_usages(self.index, changes.usage)
         for record in changes.records:
             self.index.refresh_provider(record)
         for u in changes.removed:
@@ -247,6 +251,10 @@ class FleetView:
     def _apply_reread(self, changes: Changes) -> None:
         """Apply a re-read, except to providers written since it began."""
         skip = self._touched or set()
+        if changes.usage:
+            with self.index.lock:
+                bulk.set_usages(self.index, {u: n for u, n in changes.usage.items()
+                                             if u not in skip})
         for record in changes.records:
             if record.provider.uuid not in skip:
                 self.index.refresh_provider(record)

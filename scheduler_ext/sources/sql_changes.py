@@ -35,7 +35,7 @@ from typing import Iterable
 
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.placement.model import FleetSnapshot
-from scheduler_ext.placement.sql_snapshot import AllocationRow, SqlSnapshot
+from scheduler_ext.placement.sql_snapshot import AllocationRow, SqlSnapshot, TailSums
 from scheduler_ext.sources.changes import Changes, live_uuids
 
 #: Allocation ids re-read behind the newest one seen (see module docstring):
@@ -54,8 +54,10 @@ class SqlChanges:
         self.sql = sql
         self.tail_rows = tail_rows
         self.high = 0  # largest allocation id seen
-        #: allocation id -> (provider id, class id, used), ids > high - tail
-        self.tail: dict[int, tuple[int, int, int]] = {}
+        #: allocation id -> (provider id, class id, used, hash 1, hash 2),
+        #: ids > high - tail, ascending
+        self.tail: dict[int, tuple[int, int, int, int, int]] = {}
+        self.tail_sums: TailSums = (0, 0, 0)  # see ``SqlSnapshot.poll_after``
         self.uuid_of: dict[int, str] = {}  # provider database id -> uuid
         self.rows_read = 0  # allocation rows the probe read (statistics)
 
@@ -85,6 +87,24 @@ class SqlChanges:
             self.high = max(self.high, rows[-1][0])
         low = self.high - self.tail_rows
         self.tail = {r[0]: r[1:] for r in rows if r[0] > low}
+        self._sum_tail()
+
+    def _sum_tail(self) -> None:
+        values = self.tail.values()
+        self.tail_sums = (len(values), sum(v[3] for v in values),
+                          sum(v[4] for v in values))
+
+    def _slide(self, fresh: list[AllocationRow]) -> None:
+        """Take rows above ``high`` (ascending) into the tail, dropping
+        those that fall below it."""
+        tail = self.tail
+        for r in fresh:
+            tail[r[0]] = r[1:]
+        self.high = max(self.high, fresh[-1][0])
+        low = self.high - self.tail_rows
+        for i in [i for i in tail if i <= low]:
+            del tail[i]
+        self._sum_tail()
 
     def _records(self, ids: Iterable[int]) -> Changes:
         """Fresh records of the providers ``ids``; those gone are removed."""
@@ -109,8 +129,30 @@ class SqlChanges:
         return self.sql.snapshot()
 
     def poll(self, index: CapacityIndex) -> Changes:
-        touched = self._probe()
-        return self._records(touched) if touched else Changes()
+        """One statement when the tail's checksum is unchanged: the rows
+        above ``high`` and the usage of their providers (indexed ones take
+        that usage only; others are read whole). Else the full compare of
+        the tail (``_probe``) and the touched providers read whole."""
+        fresh, sums, usage = self.sql.poll_after(
+            self.high, max(0, self.high - self.tail_rows))
+        if sums != self.tail_sums:
+            touched = self._probe()
+            return self._records(touched) if touched else Changes()
+        self.rows_read += len(fresh)
+        if not fresh:
+            return Changes()
+        self._slide(fresh)
+        out, unknown = Changes(), []
+        for i in {r[1] for r in fresh}:
+            u = self.uuid_of.get(i)
+            if u is None or index.generation(u) is None:
+                unknown.append(i)
+            else:
+                out.usage[u] = usage.get(i, {})
+        if unknown:
+            whole = self._records(unknown)
+            out.records, out.removed = whole.records, whole.removed
+        return out
 
     def read(self, uuids: Iterable[str]) -> Changes:
         wanted = set(uuids)
