@@ -8,11 +8,14 @@ read-only account is enough: it never writes.
 
 Besides full and partial snapshots it offers the cheap change probe the
 fleet view polls before each decision: the newest rows of ``allocations``
-by id (``allocations_after``), an index range scan whose cost follows the
-number of rows written, not the fleet. Every allocation write deletes the
-consumer's rows and inserts new ones, so each write that adds usage shows
-up there as new ids (see ``sources/sql_changes.py`` for why this, and not
-provider or consumer generations, is the probe).
+by id, a checksum of the tail below them and the usage of the providers
+they name, in one statement (``poll_after``: index range scans whose cost
+follows the rows written, not the fleet). Every allocation write deletes
+the consumer's rows and inserts new ones, so each write that adds usage
+shows up there as new ids (see ``sources/sql_changes.py`` for why this,
+and not provider or consumer generations, is the probe). Every read is
+one statement on an autocommit connection: its own snapshot, one round
+trip.
 """
 
 from __future__ import annotations
@@ -54,15 +57,15 @@ SELECT rpa.resource_provider_id, pa.uuid
 FROM resource_provider_aggregates rpa
 JOIN placement_aggregates pa ON pa.id = rpa.aggregate_id
 """
-#: Two hashes (< 2**31 each) of an allocation row (id, provider, class,
-#: used) in 64-bit integer arithmetic that never overflows, the same on
-#: every database: the server checksums the tail instead of sending it.
-_H1 = ("((CAST(id AS BIGINT) * 1000003 + resource_provider_id) % 2147483647"
-       " * 1000033 + CAST(resource_class_id AS BIGINT) * 65537 + used) % 2147483629")
-_H2 = ("((CAST(used AS BIGINT) * 999979 + id) % 2147483587 * 1000037"
-       " + CAST(resource_provider_id AS BIGINT) * 31 + resource_class_id) % 2147483563")
+#: A hash (< 2**32) of an allocation row (id, provider, class, used) in
+#: 64-bit integer arithmetic that never overflows (ids and amounts are
+#: below 2**31), the same on every database: the server sums it over the
+#: tail instead of sending the tail.
+_HASH = ("(CAST(id AS BIGINT) * 2147483629 + CAST(resource_provider_id AS BIGINT) * 40503"
+         " + CAST(resource_class_id AS BIGINT) * 9973 + CAST(used AS BIGINT) * 65599)"
+         " % 4294967291")
 _ALLOCATIONS_AFTER = f"""
-SELECT id, resource_provider_id, resource_class_id, used, {_H1}, {_H2}
+SELECT id, resource_provider_id, resource_class_id, used, {_HASH}
 FROM allocations WHERE id > {{low}} ORDER BY id
 """
 _MAX_ALLOCATION_ID = "SELECT MAX(id) FROM allocations"
@@ -97,19 +100,18 @@ FROM allocations WHERE resource_provider_id IN ({ids})
 GROUP BY resource_provider_id, resource_class_id
 """
 #: The request path's poll in one statement (one snapshot, one round
-#: trip), rows (kind, a..f): kind 5, the allocation rows above ``high``
-#: (id, provider, class, used, hash 1, hash 2); kind 6, the tail's
-#: checksum (rows in ``(low, high]``, sum of hash 1, sum of hash 2); kind
-#: 3, the usage of the providers the new rows name (provider, class, used).
+#: trip), rows (kind, a..e): kind 5, the allocation rows above ``high``
+#: (id, provider, class, used, hash); kind 6, the tail's checksum (rows in
+#: ``(low, high]``, sum of their hashes); kind 3, the usage of the
+#: providers the new rows name (provider, class, used).
 _POLL = f"""
-SELECT 5, id, resource_provider_id, resource_class_id, used, {_H1}, {_H2}
+SELECT 5, id, resource_provider_id, resource_class_id, used, {_HASH}
 FROM allocations WHERE id > {{high}}
 UNION ALL
-SELECT 6, COUNT(*), CAST(COALESCE(SUM({_H1}), 0) AS BIGINT),
-       CAST(COALESCE(SUM({_H2}), 0) AS BIGINT), 0, 0, 0
+SELECT 6, COUNT(*), CAST(COALESCE(SUM({_HASH}), 0) AS BIGINT), 0, 0, 0
 FROM allocations WHERE id > {{low}} AND id <= {{high}}
 UNION ALL
-SELECT 3, resource_provider_id, resource_class_id, SUM(used), 0, 0, 0
+SELECT 3, resource_provider_id, resource_class_id, SUM(used), 0, 0
 FROM allocations WHERE resource_provider_id IN
     (SELECT resource_provider_id FROM allocations WHERE id > {{high}})
 GROUP BY resource_provider_id, resource_class_id
@@ -120,11 +122,10 @@ _NAMES = {"classes": "SELECT id, name FROM resource_classes",
           "aggregates": "SELECT id, uuid FROM placement_aggregates"}
 
 #: One allocation row as the change probe sees it: (id, provider id,
-#: resource class id, used, hash 1, hash 2); the hashes are functions of
-#: the first four.
-AllocationRow = tuple[int, int, int, int, int, int]
-#: The tail's checksum: (rows, sum of hash 1, sum of hash 2).
-TailSums = tuple[int, int, int]
+#: resource class id, used, hash of the first four).
+AllocationRow = tuple[int, int, int, int, int]
+#: The tail's checksum: (rows, sum of their hashes).
+TailSums = tuple[int, int]
 
 
 class SqlSnapshot:
@@ -143,7 +144,9 @@ class SqlSnapshot:
         self._names: dict[str, dict[int, str]] = {k: {} for k in _NAMES}
         try:
             self._url = sqlalchemy.engine.make_url(url)
-            self._engine = sqlalchemy.create_engine(url)
+            # every read is one statement (its own snapshot): no BEGIN or
+            # ROLLBACK round trips around it
+            self._engine = sqlalchemy.create_engine(url, isolation_level="AUTOCOMMIT")
         except Exception as exc:
             raise errors.InvalidRequest(
                 f"placement database URL is not usable: {exc}",
@@ -271,16 +274,16 @@ class SqlSnapshot:
         id -> class -> used) of the providers the former name.
         O(rows above ``high``, their providers' rows, ``high - low``)."""
         fresh: list[AllocationRow] = []
-        sums: TailSums = (0, 0, 0)
+        sums: TailSums = (0, 0)
         usage: dict[int, dict[str, int]] = collections.defaultdict(dict)
         classes = self._names["classes"]
         for row in self._fast(_POLL, high=high, low=low):
             if row[0] == 3:
                 usage[row[1]][classes.get(row[2]) or self._name("classes", row[2])] = int(row[3])
             elif row[0] == 5:
-                fresh.append(row[1:7])
+                fresh.append(row[1:6])
             else:
-                sums = (int(row[1]), int(row[2]), int(row[3]))
+                sums = (int(row[1]), int(row[2]))
         fresh.sort()
         return fresh, sums, usage
 

@@ -5,7 +5,9 @@ Three paths write the index, each with its own rule:
 
 * ``refresh`` (request path, before each decision): the change source's
   ``poll``, which reports every increase since the last poll (see
-  ``changes.py``); nothing O(fleet) happens there with the sql source;
+  ``changes.py``); nothing O(fleet) happens there with the sql source,
+  whose poll is one statement and brings the usage of the providers
+  written (``Changes.usage``: their set-up waits for the re-read);
 * ``changed`` (our own claims and releases): the providers written are
   re-read at once;
 * the background re-read (its own thread, every ``reread_interval``

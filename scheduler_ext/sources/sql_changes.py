@@ -18,14 +18,24 @@ What placement's schema offers for change detection, and the choice:
 Ids are not quite monotonic in what a reader sees: on PostgreSQL and
 MySQL a transaction holding a lower id may commit after one holding a
 higher id, and on sqlite (no AUTOINCREMENT on that table) deleting the
-newest rows lets the next insert reuse their ids. So the probe re-reads a
-tail of the last ``tail_rows`` ids it saw and compares them with what it
-saw there before: a row that appeared late, was replaced or vanished marks
-its provider changed (a vanished row is a decrease seen early). A write
-hidden deeper than the tail is caught by the next ``reread`` or, at the
-latest, by the failed claim it causes (the driver then re-reads the
-provider). The changed providers are read whole (inventories, traits,
-aggregates, usage: a few indexed queries), by value.
+newest rows lets the next insert reuse their ids. So the probe checks a
+tail of the last ``tail_rows`` ids it saw against what it saw there
+before: the database sums a hash of those rows (nothing sent back); only
+when the sum (or the row count) differs does it re-read the tail and
+compare it row by row, where a row that appeared late, was replaced or
+vanished marks its provider changed (a vanished row is a decrease seen
+early). A write hidden deeper than the tail is caught by the next
+``reread`` or, at the latest, by the failed claim it causes (the driver
+then re-reads the provider).
+
+What changed is read by value, in the same statement as the probe: the
+usage of the providers the new rows name (every allocation row of theirs,
+summed by the database). An indexed provider takes that usage only; its
+generation and set-up (inventories, traits, aggregates: a poll never
+learns of a set-up change that wrote no allocation anyway) stay as
+indexed, so the next ``reread`` finds its generation moved and reads it
+whole. A provider the index does not hold yet is read whole at once, as
+are the providers the row-by-row tail compare marks.
 """
 
 from __future__ import annotations
@@ -54,10 +64,10 @@ class SqlChanges:
         self.sql = sql
         self.tail_rows = tail_rows
         self.high = 0  # largest allocation id seen
-        #: allocation id -> (provider id, class id, used, hash 1, hash 2),
-        #: ids > high - tail, ascending
-        self.tail: dict[int, tuple[int, int, int, int, int]] = {}
-        self.tail_sums: TailSums = (0, 0, 0)  # see ``SqlSnapshot.poll_after``
+        #: allocation id -> (provider id, class id, used, hash), ids >
+        #: high - tail, ascending
+        self.tail: dict[int, tuple[int, int, int, int]] = {}
+        self.tail_sums: TailSums = (0, 0)  # see ``SqlSnapshot.poll_after``
         self.uuid_of: dict[int, str] = {}  # provider database id -> uuid
         self.rows_read = 0  # allocation rows the probe read (statistics)
 
@@ -91,8 +101,7 @@ class SqlChanges:
 
     def _sum_tail(self) -> None:
         values = self.tail.values()
-        self.tail_sums = (len(values), sum(v[3] for v in values),
-                          sum(v[4] for v in values))
+        self.tail_sums = (len(values), sum(v[3] for v in values))
 
     def _slide(self, fresh: list[AllocationRow]) -> None:
         """Take rows above ``high`` (ascending) into the tail, dropping
