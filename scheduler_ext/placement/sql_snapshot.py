@@ -275,15 +275,21 @@ class SqlSnapshot:
         O(rows above ``high``, their providers' rows, ``high - low``)."""
         fresh: list[AllocationRow] = []
         sums: TailSums = (0, 0)
-        usage: dict[int, dict[str, int]] = collections.defaultdict(dict)
+        usage: dict[int, dict[str, int]] = {}
         classes = self._names["classes"]
-        for row in self._fast(_POLL, high=high, low=low):
-            if row[0] == 3:
-                usage[row[1]][classes.get(row[2]) or self._name("classes", row[2])] = int(row[3])
-            elif row[0] == 5:
-                fresh.append(row[1:6])
+        for kind, a, b, c, d, e in self._fast(_POLL, high=high, low=low):
+            if kind == 3:
+                rc = classes.get(b)
+                if rc is None:
+                    rc = self._name("classes", b)
+                if a in usage:
+                    usage[a][rc] = int(c)
+                else:
+                    usage[a] = {rc: int(c)}
+            elif kind == 5:
+                fresh.append((a, b, c, d, e))
             else:
-                sums = (int(row[1]), int(row[2]))
+                sums = (int(a), int(b))
         fresh.sort()
         return fresh, sums, usage
 

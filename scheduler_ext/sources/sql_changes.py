@@ -106,14 +106,20 @@ class SqlChanges:
     def _slide(self, fresh: list[AllocationRow]) -> None:
         """Take rows above ``high`` (ascending) into the tail, dropping
         those that fall below it."""
-        tail = self.tail
+        tail, total = self.tail, self.tail_sums[1]
         for r in fresh:
             tail[r[0]] = r[1:]
+            total += r[4]
         self.high = max(self.high, fresh[-1][0])
         low = self.high - self.tail_rows
-        for i in [i for i in tail if i <= low]:
-            del tail[i]
-        self._sum_tail()
+        drop = []
+        for i in tail:  # ascending: stop at the first one kept
+            if i > low:
+                break
+            drop.append(i)
+        for i in drop:
+            total -= tail.pop(i)[3]
+        self.tail_sums = (len(tail), total)
 
     def _records(self, ids: Iterable[int]) -> Changes:
         """Fresh records of the providers ``ids``; those gone are removed."""
