@@ -116,6 +116,12 @@ FROM allocations WHERE resource_provider_id IN
     (SELECT resource_provider_id FROM allocations WHERE id > {{high}})
 GROUP BY resource_provider_id, resource_class_id
 """
+#: PostgreSQL plans and runs the providers' list as an array (one
+#: sub-plan, index probes) faster than as a semi-join.
+_POLL_PG = _POLL.replace(
+    "IN\n    (SELECT resource_provider_id FROM allocations WHERE id > {high})",
+    "= ANY(ARRAY(SELECT resource_provider_id FROM allocations WHERE id > {high}))")
+assert _POLL_PG != _POLL
 #: the small name tables the details refer to
 _NAMES = {"classes": "SELECT id, name FROM resource_classes",
           "traits": "SELECT id, name FROM traits",
@@ -277,7 +283,8 @@ class SqlSnapshot:
         sums: TailSums = (0, 0)
         usage: dict[int, dict[str, int]] = {}
         classes = self._names["classes"]
-        for kind, a, b, c, d, e in self._fast(_POLL, high=high, low=low):
+        sql = _POLL_PG if self._engine.dialect.name == "postgresql" else _POLL
+        for kind, a, b, c, d, e in self._fast(sql, high=high, low=low):
             if kind == 3:
                 rc = classes.get(b)
                 if rc is None:

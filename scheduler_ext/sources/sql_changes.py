@@ -43,6 +43,8 @@ from __future__ import annotations
 import sys
 from typing import Iterable
 
+import numpy as np
+
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.placement.model import FleetSnapshot
 from scheduler_ext.placement.sql_snapshot import AllocationRow, SqlSnapshot, TailSums
@@ -157,13 +159,16 @@ class SqlChanges:
         if not fresh:
             return Changes()
         self._slide(fresh)
+        ids = list({r[1] for r in fresh})
+        uuids = [self.uuid_of.get(i) for i in ids]
+        rows = np.array([-1 if u is None else index.row_of.get(u, -1) for u in uuids])
+        live = (rows >= 0) & index.alive[rows]   # row -1: masked
         out, unknown = Changes(), []
-        for i in {r[1] for r in fresh}:
-            u = self.uuid_of.get(i)
-            if u is None or index.generation(u) is None:
-                unknown.append(i)
+        for i, u, ok in zip(ids, uuids, live.tolist()):
+            if ok:
+                out.usage[u] = usage.get(i, {})  # type: ignore[index]
             else:
-                out.usage[u] = usage.get(i, {})
+                unknown.append(i)
         if unknown:
             whole = self._records(unknown)
             out.records, out.removed = whole.records, whole.removed
