@@ -1,10 +1,12 @@
 """Usage operations on ``CapacityIndex`` rows (usage replaced from
-placement's usage aggregate, one row's usage re-read) and the memory the
-arrays hold."""
+placement's usage aggregate, some rows' or one row's usage re-read) and
+the memory the arrays hold."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+import numpy as np
 
 from scheduler_ext.engine.usage_table import UsageTable
 
@@ -22,6 +24,19 @@ def replace_usages(ix: "CapacityIndex", table: UsageTable,
     kept = [r for u in keep if (r := ix.row_of.get(u)) is not None]
     for rc, col in ix.columns.items():
         col.replace_used(*table.for_column(rc, col, kept))
+
+
+def set_usages(ix: "CapacityIndex", usage: Mapping[str, Mapping[str, int]]) -> None:
+    """Set the usage of the providers ``usage`` names (uuid -> class ->
+    used; a class not listed: 0) in every class they hold an inventory of;
+    unknown providers and classes without an inventory are skipped. The
+    caller holds the index lock. O(providers x classes) in numpy."""
+    known = [(r, n) for u, n in usage.items() if (r := ix.row_of.get(u)) is not None]
+    if not known:
+        return
+    rows = np.array([r for r, _ in known], np.int64)
+    for rc, col in ix.columns.items():
+        col.set_used(rows, np.array([n.get(rc, 0) for _, n in known], np.int64))
 
 
 def refresh_usage(ix: "CapacityIndex", row: int, rec: "ProviderRecord") -> bool | None:

@@ -256,6 +256,17 @@ class Column:
         self.free[p] -= delta
         return True
 
+    def set_used(self, rows: np.ndarray, used: np.ndarray) -> None:
+        """Usage of some provider ``rows`` (distinct): ``used[i]`` at
+        ``rows[i]``; rows without a slot or an inventory here are left
+        alone. O(len(rows)) in numpy."""
+        p = self.positions(rows)
+        p, used = p[p >= 0], used[p >= 0]
+        ok = self.total[p] > 0
+        p, used = p[ok], used[ok]
+        self.free[p] += self.used[p] - used
+        self.used[p] = used
+
     def replace_used(self, rows: np.ndarray, used: np.ndarray) -> None:
         """Usage of every slot at once: ``used[i]`` at provider ``rows[i]``,
         0 elsewhere (rows without a slot are ignored). O(slots) in numpy."""

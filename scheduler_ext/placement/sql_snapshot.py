@@ -8,11 +8,14 @@ read-only account is enough: it never writes.
 
 Besides full and partial snapshots it offers the cheap change probe the
 fleet view polls before each decision: the newest rows of ``allocations``
-by id (``allocations_after``), an index range scan whose cost follows the
-number of rows written, not the fleet. Every allocation write deletes the
-consumer's rows and inserts new ones, so each write that adds usage shows
-up there as new ids (see ``sources/sql_changes.py`` for why this, and not
-provider or consumer generations, is the probe).
+by id, a checksum of the tail below them and the usage of the providers
+they name, in one statement (``poll_after``: index range scans whose cost
+follows the rows written, not the fleet). Every allocation write deletes
+the consumer's rows and inserts new ones, so each write that adds usage
+shows up there as new ids (see ``sources/sql_changes.py`` for why this,
+and not provider or consumer generations, is the probe). Every read is
+one statement on an autocommit connection: its own snapshot, one round
+trip.
 """
 
 from __future__ import annotations
@@ -54,38 +57,81 @@ SELECT rpa.resource_provider_id, pa.uuid
 FROM resource_provider_aggregates rpa
 JOIN placement_aggregates pa ON pa.id = rpa.aggregate_id
 """
-_ALLOCATIONS_AFTER = """
-SELECT id, resource_provider_id, resource_class_id, used
-FROM allocations WHERE id > {low} ORDER BY id
+#: A hash (< 2**32) of an allocation row (id, provider, class, used) in
+#: 64-bit integer arithmetic that never overflows (ids and amounts are
+#: below 2**31), the same on every database: the server sums it over the
+#: tail instead of sending the tail.
+_HASH = ("(CAST(id AS BIGINT) * 2147483629 + CAST(resource_provider_id AS BIGINT) * 40503"
+         " + CAST(resource_class_id AS BIGINT) * 9973 + CAST(used AS BIGINT) * 65599)"
+         " % 4294967291")
+_ALLOCATIONS_AFTER = f"""
+SELECT id, resource_provider_id, resource_class_id, used, {_HASH}
+FROM allocations WHERE id > {{low}} ORDER BY id
 """
 _MAX_ALLOCATION_ID = "SELECT MAX(id) FROM allocations"
 _IDS_OF = "SELECT id FROM resource_providers WHERE uuid IN :uuids"
-#: Inventories, traits, aggregates and usage of some providers in one
-#: round trip, without joins (names come from small cached tables):
-#: (kind, provider id, class/trait/aggregate id, numbers...)
+#: A provider's record in one round trip, without joins but the provider
+#: row's (names come from small cached tables). One row shape for all:
+#: (kind, provider id, a..f, ratio, uuid, name, root uuid, parent uuid);
+#: kind 0: inventory (a class id, b total, c reserved, d min, e max,
+#: f step), 1: trait (a trait id), 2: aggregate (a aggregate id), 3: usage
+#: (a class id, b used), 4: the provider (a generation, text columns).
 _DETAILS_OF = """
+SELECT 4, rp.id, rp.generation, 0, 0, 0, 0, 0, 0.0,
+       rp.uuid, rp.name, root.uuid, parent.uuid
+FROM resource_providers rp
+LEFT JOIN resource_providers root ON root.id = rp.root_provider_id
+LEFT JOIN resource_providers parent ON parent.id = rp.parent_provider_id
+WHERE rp.id IN ({ids})
+UNION ALL
 SELECT 0, resource_provider_id, resource_class_id, total, reserved, min_unit,
-       max_unit, step_size, allocation_ratio
+       max_unit, step_size, allocation_ratio, NULL, NULL, NULL, NULL
 FROM inventories WHERE resource_provider_id IN ({ids})
 UNION ALL
-SELECT 1, resource_provider_id, trait_id, 0, 0, 0, 0, 0, 0.0
+SELECT 1, resource_provider_id, trait_id, 0, 0, 0, 0, 0, 0.0, NULL, NULL, NULL, NULL
 FROM resource_provider_traits WHERE resource_provider_id IN ({ids})
 UNION ALL
-SELECT 2, resource_provider_id, aggregate_id, 0, 0, 0, 0, 0, 0.0
+SELECT 2, resource_provider_id, aggregate_id, 0, 0, 0, 0, 0, 0.0, NULL, NULL, NULL, NULL
 FROM resource_provider_aggregates WHERE resource_provider_id IN ({ids})
 UNION ALL
-SELECT 3, resource_provider_id, resource_class_id, SUM(used), 0, 0, 0, 0, 0.0
+SELECT 3, resource_provider_id, resource_class_id, SUM(used), 0, 0, 0, 0, 0.0,
+       NULL, NULL, NULL, NULL
 FROM allocations WHERE resource_provider_id IN ({ids})
 GROUP BY resource_provider_id, resource_class_id
 """
+#: The request path's poll in one statement (one snapshot, one round
+#: trip), rows (kind, a..e): kind 5, the allocation rows above ``high``
+#: (id, provider, class, used, hash); kind 6, the tail's checksum (rows in
+#: ``(low, high]``, sum of their hashes); kind 3, the usage of the
+#: providers the new rows name (provider, class, used).
+_POLL = f"""
+SELECT 5, id, resource_provider_id, resource_class_id, used, {_HASH}
+FROM allocations WHERE id > {{high}}
+UNION ALL
+SELECT 6, COUNT(*), CAST(COALESCE(SUM({_HASH}), 0) AS BIGINT), 0, 0, 0
+FROM allocations WHERE id > {{low}} AND id <= {{high}}
+UNION ALL
+SELECT 3, resource_provider_id, resource_class_id, SUM(used), 0, 0
+FROM allocations WHERE resource_provider_id IN
+    (SELECT resource_provider_id FROM allocations WHERE id > {{high}})
+GROUP BY resource_provider_id, resource_class_id
+"""
+#: PostgreSQL plans and runs the providers' list as an array (one
+#: sub-plan, index probes) faster than as a semi-join.
+_POLL_PG = _POLL.replace(
+    "IN\n    (SELECT resource_provider_id FROM allocations WHERE id > {high})",
+    "= ANY(ARRAY(SELECT resource_provider_id FROM allocations WHERE id > {high}))")
+assert _POLL_PG != _POLL
 #: the small name tables the details refer to
 _NAMES = {"classes": "SELECT id, name FROM resource_classes",
           "traits": "SELECT id, name FROM traits",
           "aggregates": "SELECT id, uuid FROM placement_aggregates"}
 
-#: One allocation row as the change probe sees it:
-#: (id, provider id, resource class id, used).
-AllocationRow = tuple[int, int, int, int]
+#: One allocation row as the change probe sees it: (id, provider id,
+#: resource class id, used, hash of the first four).
+AllocationRow = tuple[int, int, int, int, int]
+#: The tail's checksum: (rows, sum of their hashes).
+TailSums = tuple[int, int]
 
 
 class SqlSnapshot:
@@ -104,7 +150,9 @@ class SqlSnapshot:
         self._names: dict[str, dict[int, str]] = {k: {} for k in _NAMES}
         try:
             self._url = sqlalchemy.engine.make_url(url)
-            self._engine = sqlalchemy.create_engine(url)
+            # every read is one statement (its own snapshot): no BEGIN or
+            # ROLLBACK round trips around it
+            self._engine = sqlalchemy.create_engine(url, isolation_level="AUTOCOMMIT")
         except Exception as exc:
             raise errors.InvalidRequest(
                 f"placement database URL is not usable: {exc}",
@@ -217,35 +265,76 @@ class SqlSnapshot:
         return self.records(self.provider_ids(uuids))
 
     def records(self, ids: Iterable[int]) -> FleetSnapshot:
-        """The providers with database ids ``ids`` (see ``snapshot``): two
-        indexed queries (two round trips), whatever the fleet size."""
+        """The providers with database ids ``ids`` (see ``snapshot``): one
+        statement of indexed reads (one round trip), whatever the fleet
+        size."""
         wanted = sorted(set(ids))
         if not wanted:
             return FleetSnapshot(())
-        provs = self._fast(_PROVIDERS + " WHERE rp.id IN ({ids})", ids=wanted)
-        if not provs:
-            return FleetSnapshot(())
+        return FleetSnapshot(tuple(self._decode(self._fast(_DETAILS_OF, ids=wanted))[0]))
+
+    def poll_after(self, high: int, low: int) -> tuple[
+            list[AllocationRow], TailSums, dict[int, dict[str, int]]]:
+        """One statement: the allocation rows with ``id > high`` (ascending),
+        the checksum of those in ``(low, high]`` and the usage (provider
+        id -> class -> used) of the providers the former name.
+        O(rows above ``high``, their providers' rows, ``high - low``)."""
+        fresh: list[AllocationRow] = []
+        sums: TailSums = (0, 0)
+        usage: dict[int, dict[str, int]] = {}
+        classes = self._names["classes"]
+        sql = _POLL_PG if self._engine.dialect.name == "postgresql" else _POLL
+        for kind, a, b, c, d, e in self._fast(sql, high=high, low=low):
+            if kind == 3:
+                rc = classes.get(b)
+                if rc is None:
+                    rc = self._name("classes", b)
+                if a in usage:
+                    usage[a][rc] = int(c)
+                else:
+                    usage[a] = {rc: int(c)}
+            elif kind == 5:
+                fresh.append((a, b, c, d, e))
+            else:
+                sums = (int(a), int(b))
+        fresh.sort()
+        return fresh, sums, usage
+
+    def _decode(self, rows: list[tuple]) -> tuple[list[ProviderRecord], list[tuple]]:
+        """Records from ``_DETAILS_OF``'s rows (a provider without its
+        kind-4 row is left out: deleted meanwhile), and the rows of other
+        kinds, untouched."""
         invs: dict[int, dict[str, Inventory]] = collections.defaultdict(dict)
         traits: dict[int, set[str]] = collections.defaultdict(set)
         aggs: dict[int, set[str]] = collections.defaultdict(set)
         used: dict[int, dict[str, int]] = collections.defaultdict(dict)
-        for kind, rp_id, ref, a, b, c, d, e, ratio in \
-                self._fast(_DETAILS_OF, ids=wanted):
+        provs, extra = [], []
+        classes, name = self._names["classes"], self._name
+        for row in rows:
+            kind, rp_id, ref = row[0], row[1], row[2]
             if kind == 0:
-                invs[rp_id][self._name("classes", ref)] = Inventory(
-                    int(a), int(b), int(c), int(d), int(e), float(ratio))
+                rc = classes.get(ref) or name("classes", ref)
+                invs[rp_id][rc] = Inventory(row[3], row[4], row[5], row[6], row[7],
+                                            float(row[8]))
+            elif kind == 3:
+                used[rp_id][classes.get(ref) or name("classes", ref)] = int(row[3])
+            elif kind == 4:
+                provs.append(row)
             elif kind == 1:
-                traits[rp_id].add(self._name("traits", ref))
+                traits[rp_id].add(name("traits", ref))
             elif kind == 2:
-                aggs[rp_id].add(self._name("aggregates", ref))
+                aggs[rp_id].add(name("aggregates", ref))
             else:
-                used[rp_id][self._name("classes", ref)] = int(a)
-        return FleetSnapshot(tuple(
-            ProviderRecord(
-                Provider(u, name, gen, root or u, parent), invs[rp_id],
-                {rc: used[rp_id].get(rc, 0) for rc in invs[rp_id]},
-                frozenset(traits[rp_id]), frozenset(aggs[rp_id]))
-            for rp_id, u, name, gen, root, parent in provs))
+                extra.append(row)
+        out = []
+        for row in provs:
+            rp_id, u = row[1], row[9]
+            inv, use = invs[rp_id], used.get(rp_id, {})
+            out.append(ProviderRecord(
+                Provider(u, row[10], row[2], row[11] or u, row[12]), inv,
+                {rc: use.get(rc, 0) for rc in inv},
+                frozenset(traits[rp_id]), frozenset(aggs[rp_id])))
+        return out, extra
 
     def _name(self, table: str, ref: int) -> str:
         """The name of row ``ref`` of a small name table (cached; re-read

@@ -51,18 +51,22 @@ def live_uuids(index: CapacityIndex) -> list[str]:
 class Changes:
     """What a source found. ``records`` are indexed by value (re-written
     when the generation moved, usage corrected when it did not),
-    ``removed`` are providers placement no longer has, ``usages`` (only
-    from ``reread``) is the full usage table: providers not listed use
+    ``removed`` are providers placement no longer has, ``usage`` the
+    usage of indexed providers (uuid -> class -> used; classes not listed:
+    none; the indexed generation and set-up stay), ``usages`` (only from
+    ``reread``) is the full usage table: providers not listed use
     nothing."""
 
     records: list[ProviderRecord] = dataclasses.field(default_factory=list)
     removed: list[str] = dataclasses.field(default_factory=list)
+    usage: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
     usages: list[UsageRow] | None = None
 
     @property
     def providers(self) -> set[str]:
-        """Every provider these changes write (records and removals)."""
-        return {r.provider.uuid for r in self.records} | set(self.removed)
+        """Every provider these changes write (records, usage, removals)."""
+        return ({r.provider.uuid for r in self.records} | set(self.removed)
+                | set(self.usage))
 
 
 class ChangeSource(Protocol):

@@ -5,7 +5,9 @@ Three paths write the index, each with its own rule:
 
 * ``refresh`` (request path, before each decision): the change source's
   ``poll``, which reports every increase since the last poll (see
-  ``changes.py``); nothing O(fleet) happens there with the sql source;
+  ``changes.py``); nothing O(fleet) happens there with the sql source,
+  whose poll is one statement and brings the usage of the providers
+  written (``Changes.usage``: their set-up waits for the re-read);
 * ``changed`` (our own claims and releases): the providers written are
   re-read at once;
 * the background re-read (its own thread, every ``reread_interval``
@@ -33,6 +35,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from scheduler_ext import errors
+from scheduler_ext.engine import bulk
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.placement import PlacementClient
 from scheduler_ext.placement.query import CandidateRequest
@@ -183,6 +186,9 @@ class FleetView:
         return True
 
     def _apply(self, changes: Changes) -> None:
+        if changes.usage:
+            with self.index.lock:
+                bulk.set_usages(self.index, changes.usage)
         for record in changes.records:
             self.index.refresh_provider(record)
         for u in changes.removed:
@@ -247,6 +253,10 @@ class FleetView:
     def _apply_reread(self, changes: Changes) -> None:
         """Apply a re-read, except to providers written since it began."""
         skip = self._touched or set()
+        if changes.usage:
+            with self.index.lock:
+                bulk.set_usages(self.index, {u: n for u, n in changes.usage.items()
+                                             if u not in skip})
         for record in changes.records:
             if record.provider.uuid not in skip:
                 self.index.refresh_provider(record)

@@ -18,14 +18,24 @@ What placement's schema offers for change detection, and the choice:
 Ids are not quite monotonic in what a reader sees: on PostgreSQL and
 MySQL a transaction holding a lower id may commit after one holding a
 higher id, and on sqlite (no AUTOINCREMENT on that table) deleting the
-newest rows lets the next insert reuse their ids. So the probe re-reads a
-tail of the last ``tail_rows`` ids it saw and compares them with what it
-saw there before: a row that appeared late, was replaced or vanished marks
-its provider changed (a vanished row is a decrease seen early). A write
-hidden deeper than the tail is caught by the next ``reread`` or, at the
-latest, by the failed claim it causes (the driver then re-reads the
-provider). The changed providers are read whole (inventories, traits,
-aggregates, usage: a few indexed queries), by value.
+newest rows lets the next insert reuse their ids. So the probe checks a
+tail of the last ``tail_rows`` ids it saw against what it saw there
+before: the database sums a hash of those rows (nothing sent back); only
+when the sum (or the row count) differs does it re-read the tail and
+compare it row by row, where a row that appeared late, was replaced or
+vanished marks its provider changed (a vanished row is a decrease seen
+early). A write hidden deeper than the tail is caught by the next
+``reread`` or, at the latest, by the failed claim it causes (the driver
+then re-reads the provider).
+
+What changed is read by value, in the same statement as the probe: the
+usage of the providers the new rows name (every allocation row of theirs,
+summed by the database). An indexed provider takes that usage only; its
+generation and set-up (inventories, traits, aggregates: a poll never
+learns of a set-up change that wrote no allocation anyway) stay as
+indexed, so the next ``reread`` finds its generation moved and reads it
+whole. A provider the index does not hold yet is read whole at once, as
+are the providers the row-by-row tail compare marks.
 """
 
 from __future__ import annotations
@@ -33,9 +43,11 @@ from __future__ import annotations
 import sys
 from typing import Iterable
 
+import numpy as np
+
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.placement.model import FleetSnapshot
-from scheduler_ext.placement.sql_snapshot import AllocationRow, SqlSnapshot
+from scheduler_ext.placement.sql_snapshot import AllocationRow, SqlSnapshot, TailSums
 from scheduler_ext.sources.changes import Changes, live_uuids
 
 #: Allocation ids re-read behind the newest one seen (see module docstring):
@@ -54,8 +66,10 @@ class SqlChanges:
         self.sql = sql
         self.tail_rows = tail_rows
         self.high = 0  # largest allocation id seen
-        #: allocation id -> (provider id, class id, used), ids > high - tail
-        self.tail: dict[int, tuple[int, int, int]] = {}
+        #: allocation id -> (provider id, class id, used, hash), ids >
+        #: high - tail, ascending
+        self.tail: dict[int, tuple[int, int, int, int]] = {}
+        self.tail_sums: TailSums = (0, 0)  # see ``SqlSnapshot.poll_after``
         self.uuid_of: dict[int, str] = {}  # provider database id -> uuid
         self.rows_read = 0  # allocation rows the probe read (statistics)
 
@@ -85,6 +99,29 @@ class SqlChanges:
             self.high = max(self.high, rows[-1][0])
         low = self.high - self.tail_rows
         self.tail = {r[0]: r[1:] for r in rows if r[0] > low}
+        self._sum_tail()
+
+    def _sum_tail(self) -> None:
+        values = self.tail.values()
+        self.tail_sums = (len(values), sum(v[3] for v in values))
+
+    def _slide(self, fresh: list[AllocationRow]) -> None:
+        """Take rows above ``high`` (ascending) into the tail, dropping
+        those that fall below it."""
+        tail, total = self.tail, self.tail_sums[1]
+        for r in fresh:
+            tail[r[0]] = r[1:]
+            total += r[4]
+        self.high = max(self.high, fresh[-1][0])
+        low = self.high - self.tail_rows
+        drop = []
+        for i in tail:  # ascending: stop at the first one kept
+            if i > low:
+                break
+            drop.append(i)
+        for i in drop:
+            total -= tail.pop(i)[3]
+        self.tail_sums = (len(tail), total)
 
     def _records(self, ids: Iterable[int]) -> Changes:
         """Fresh records of the providers ``ids``; those gone are removed."""
@@ -109,8 +146,33 @@ class SqlChanges:
         return self.sql.snapshot()
 
     def poll(self, index: CapacityIndex) -> Changes:
-        touched = self._probe()
-        return self._records(touched) if touched else Changes()
+        """One statement when the tail's checksum is unchanged: the rows
+        above ``high`` and the usage of their providers (indexed ones take
+        that usage only; others are read whole). Else the full compare of
+        the tail (``_probe``) and the touched providers read whole."""
+        fresh, sums, usage = self.sql.poll_after(
+            self.high, max(0, self.high - self.tail_rows))
+        if sums != self.tail_sums:
+            touched = self._probe()
+            return self._records(touched) if touched else Changes()
+        self.rows_read += len(fresh)
+        if not fresh:
+            return Changes()
+        self._slide(fresh)
+        ids = list({r[1] for r in fresh})
+        uuids = [self.uuid_of.get(i) for i in ids]
+        rows = np.array([-1 if u is None else index.row_of.get(u, -1) for u in uuids])
+        live = (rows >= 0) & index.alive[rows]   # row -1: masked
+        out, unknown = Changes(), []
+        for i, u, ok in zip(ids, uuids, live.tolist()):
+            if ok:
+                out.usage[u] = usage.get(i, {})  # type: ignore[index]
+            else:
+                unknown.append(i)
+        if unknown:
+            whole = self._records(unknown)
+            out.records, out.removed = whole.records, whole.removed
+        return out
 
     def read(self, uuids: Iterable[str]) -> Changes:
         wanted = set(uuids)

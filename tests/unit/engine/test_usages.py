@@ -4,7 +4,7 @@ aggregate) leaves the index as a fresh build would."""
 import uuid
 
 from scheduler_ext.lab import fleet
-from scheduler_ext.engine import CapacityIndex
+from scheduler_ext.engine import CapacityIndex, bulk
 from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement
 
@@ -47,3 +47,22 @@ def test_unknown_providers_and_classes_are_ignored():
                           (built.hosts[0], "VCPU", 2)])
     assert index.usage(built.hosts[0])["VCPU"] == 2
     assert index.usage(built.hosts[1])["VCPU"] == 0
+
+
+def test_set_usages_of_some_providers_matches_a_rebuild():
+    client = EmbeddedPlacement()
+    built = fleet.build(client, hosts=8, sharing=2, seed=3)
+    index = CapacityIndex.from_snapshot(client.snapshot())
+    client.put_allocations(str(uuid.UUID(int=7)), AllocationWrite(
+        {built.hosts[1]: {"VCPU": 3, "MEMORY_MB": 512},
+         built.sharing[1]: {"DISK_GB": 40}}, "p", "u", None))
+    written = [built.hosts[1], built.sharing[1]]
+    usage = {u: {rc: n for rc, n in client.get_usages(u).items() if n} for u in written}
+    usage[built.hosts[1]]["NO_SUCH_CLASS"] = 5      # no inventory: skipped
+    with index.lock:
+        bulk.set_usages(index, dict(usage, unknown={"VCPU": 1}))
+    fresh = CapacityIndex.from_snapshot(client.snapshot())
+    for p in client.list_providers():
+        assert index.usage(p.uuid) == fresh.usage(p.uuid)
+    req = CandidateRequest({"VCPU": 1, "DISK_GB": 10})
+    assert index.candidates(req) == fresh.candidates(req)

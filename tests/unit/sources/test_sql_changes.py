@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 
+from scheduler_ext.engine import bulk
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.placement.sql_snapshot import SqlSnapshot
 from scheduler_ext.sources.changes import live_uuids
@@ -32,6 +33,7 @@ def _view(tables, tail_rows=512):
 
 
 def _apply(index, changes):
+    bulk.set_usages(index, changes.usage)
     for r in changes.records:
         index.refresh_provider(r)
     for u in changes.removed:
@@ -49,7 +51,8 @@ def test_poll_reads_only_rows_written_since_the_last_poll(db):
     changes = source.poll(index)
     # the tail (4 ids) plus the one new row, not the 20 providers' rows
     assert source.rows_read - before <= 5
-    assert [r.provider.uuid for r in changes.records] == [hosts[3]]
+    # an indexed provider: its usage only (its set-up waits for the reread)
+    assert changes.providers == set(changes.usage) == {hosts[3]}
     _apply(index, changes)
     assert index.usage(hosts[3])["VCPU"] == 6
 
@@ -131,3 +134,44 @@ def test_provider_deleted_before_its_read_is_reported_removed(db):
     changes = source.read([hosts[6], hosts[7]])
     assert changes.removed == [hosts[6]]
     assert [r.provider.uuid for r in changes.records] == [hosts[7]]
+
+
+def test_poll_takes_usage_only_and_the_reread_the_rest(db):
+    tables, hosts = db
+    source, index = _view(tables)
+    generation = index.generation(hosts[2])
+    tables.set_vcpu(hosts[2], 32)                        # set-up change ...
+    tables.put(consumer(400), {hosts[2]: {"VCPU": 3}})   # ... and a claim
+    changes = source.poll(index)
+    assert changes.usage == {hosts[2]: {"VCPU": 4}} and not changes.records
+    _apply(index, changes)
+    # the usage now; the generation stays, so the reread finds it moved
+    assert index.usage(hosts[2])["VCPU"] == 4
+    assert index.generation(hosts[2]) == generation
+    _apply(index, source.reread(index))
+    fresh = CapacityIndex.from_snapshot(SqlSnapshot(tables.url).snapshot())
+    assert index.generation(hosts[2]) == fresh.generation(hosts[2])
+    assert index.columns["VCPU"].summary(index.row_of[hosts[2]]) == \
+        fresh.columns["VCPU"].summary(fresh.row_of[hosts[2]]) == (32, 4)
+
+
+def test_poll_reads_a_provider_new_to_the_index_whole(db):
+    tables, _ = db
+    source, index = _view(tables)
+    new = tables.add_provider(77)
+    tables.put(consumer(500), {new: {"VCPU": 2}})
+    changes = source.poll(index)
+    assert [r.provider.uuid for r in changes.records] == [new]
+    _apply(index, changes)
+    assert index.usage(new) == {"VCPU": 2, "MEMORY_MB": 0}
+
+
+def test_poll_reads_no_tail_row_while_its_checksum_holds(db):
+    tables, hosts = db
+    source, index = _view(tables, tail_rows=8)
+    before = source.rows_read
+    tables.put(consumer(600), {hosts[4]: {"VCPU": 1}})
+    source.poll(index)
+    assert source.rows_read - before == 1            # the new row only
+    assert source.tail_sums == SqlSnapshot(tables.url).poll_after(
+        source.high, source.high - 8)[1]
