@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import uuid as uuidlib
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from scheduler_ext import errors
 from scheduler_ext.placement import validation, write_capacity
@@ -91,15 +91,18 @@ class EmbeddedPlacement:
         self._ledger = AllocationLedger(self._changes)
 
     # ------------------------------------------------------------ helpers
+    @staticmethod
+    def _get(table: dict, key: str, field: str) -> Any:
+        """``table[key]`` or None; keys are canonical uuids: only a key not
+        found is checked (400 if no uuid) and normalized."""
+        found = table.get(key) if type(key) is str else None
+        return found if found is not None else table.get(validation.uuid(key, field))
+
     def _provider(self, rp_uuid: str) -> _Provider:
-        rp_uuid = validation.uuid(rp_uuid, "resource_provider_uuid")
-        try:
-            return self._providers[rp_uuid]
-        except KeyError:
-            # placement answers 404 without an error code here (only the
-            # reshaper uses placement.resource_provider.not_found)
-            raise errors.NotFound(
-                f"resource provider {rp_uuid} not found") from None
+        prov = self._get(self._providers, rp_uuid, "resource_provider_uuid")
+        if prov is None:    # 404 without an error code, as placement
+            raise errors.NotFound(f"resource provider {rp_uuid.lower()} not found")
+        return prov
 
     def _known_rc(self, rc: str) -> bool:
         return not rc.startswith("CUSTOM_") or rc in self._custom_rcs
@@ -271,15 +274,13 @@ class EmbeddedPlacement:
 
     @answered_as_placement
     def get_consumer(self, consumer_uuid: str) -> ConsumerAllocations:
-        consumer_uuid = validation.uuid(consumer_uuid, "consumer_uuid")
         with self._lock:
-            cons = self._consumers.get(consumer_uuid)
+            cons = self._get(self._consumers, consumer_uuid, "consumer_uuid")
             if cons is None or not cons.allocations:
                 return ConsumerAllocations({})
             return ConsumerAllocations(
                 {rp: dict(res) for rp, res in cons.allocations.items()},
-                cons.generation,
-                cons.project_id, cons.user_id, cons.consumer_type)
+                cons.generation, cons.project_id, cons.user_id, cons.consumer_type)
 
     @answered_as_placement
     def get_provider_allocations(self, rp_uuid: str) -> dict[str, dict[str, int]]:
@@ -367,12 +368,11 @@ class EmbeddedPlacement:
             {rp: self._providers[rp].inventories for _, rp, _, _ in rows})
         for c, allocs in old.items():
             self._ledger.apply(c, allocs, -1)
-            self._consumers[c].allocations = {}
-        for c, write in checked.items():
+        for c, write in checked.items():    # validation copied the rows
             cons = self._consumers[c]
             cons.project_id, cons.user_id = write.project_id, write.user_id
             cons.consumer_type = write.consumer_type
-            cons.allocations = {rp: dict(res) for rp, res in write.allocations.items()}
+            cons.allocations = write.allocations  # type: ignore[assignment]
             self._ledger.apply(c, cons.allocations, +1)
         for rp in dict.fromkeys(rp for _, rp, _, _ in rows):
             self._providers[rp].generation += 1
