@@ -9,6 +9,7 @@ their progress through shared counters. Results are identical either way
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import time
 import traceback
@@ -50,16 +51,22 @@ def run_strategies(strategies: tuple[str, ...], hosts: int, sharing: int,
         return sim
     sim = fresh()
     servers = len(sim.model.servers)
-    if jobs > 1 and len(strategies) > 1 and \
-            "fork" in multiprocessing.get_all_start_methods():
-        return _in_processes(sim, strategies, steps, jobs, progress), servers
-    tallies = {}
-    for i, strategy in enumerate(strategies):
-        one = sim if i == 0 else fresh()
-        report = (None if progress is None else
-                  (lambda n, s=strategy: progress(s, n)))
-        tallies[strategy] = _run_one(one, strategy, steps, report)
-    return tallies, servers
+    # the fill's objects live as long as the run: kept out of the
+    # collector's full passes (which would also copy forked children's pages)
+    gc.freeze()
+    try:
+        if jobs > 1 and len(strategies) > 1 and \
+                "fork" in multiprocessing.get_all_start_methods():
+            return _in_processes(sim, strategies, steps, jobs, progress), servers
+        tallies = {}
+        for i, strategy in enumerate(strategies):
+            one = sim if i == 0 else fresh()
+            report = (None if progress is None else
+                      (lambda n, s=strategy: progress(s, n)))
+            tallies[strategy] = _run_one(one, strategy, steps, report)
+        return tallies, servers
+    finally:
+        gc.unfreeze()
 
 
 def _in_processes(sim: RandomRun, strategies: tuple[str, ...], steps: int,
