@@ -30,8 +30,8 @@ held to the real ``openstack-placement`` by the differential tests in
 
 Beyond placement's API it keeps, per provider, the consumers holding
 allocations there (reads cost what the provider holds, not the whole
-placement) and a change feed (``ChangeFeed``): a numbered log of the
-providers and consumers every call changed.
+placement), a change feed (``ChangeFeed``: a numbered log of the providers
+and consumers every call changed) and ``snapshot`` of some providers.
 """
 
 from __future__ import annotations
@@ -269,8 +269,7 @@ class EmbeddedPlacement:
     def get_usages(self, rp_uuid: str) -> dict[str, int]:
         with self._lock:
             prov = self._provider(rp_uuid)
-            return {rc: self._ledger.used(prov.uuid, rc)
-                    for rc in prov.inventories}
+            return {rc: self._ledger.used(prov.uuid, rc) for rc in prov.inventories}
 
     @answered_as_placement
     def get_consumer(self, consumer_uuid: str) -> ConsumerAllocations:
@@ -306,9 +305,8 @@ class EmbeddedPlacement:
                     if rp not in self._providers:
                         # placement keeps the consumers created above here
                         raise errors.InvalidRequest(
-                            f"allocation for resource provider {rp} "
-                            "that does not exist", field="resource_provider",
-                            value=rp)
+                            f"allocation for resource provider {rp} that does "
+                            "not exist", field="resource_provider", value=rp)
             try:
                 self._replace_all(checked)
             except errors.PlacementError:
@@ -326,15 +324,17 @@ class EmbeddedPlacement:
             self._ledger.apply(consumer_uuid, cons.allocations, -1)
             del self._consumers[consumer_uuid]
 
-    def snapshot(self) -> FleetSnapshot:
+    @answered_as_placement
+    def snapshot(self, uuids: Iterable[str] | None = None) -> FleetSnapshot:
+        """Every provider, or those of ``uuids`` (unknown ones left out)."""
         with self._lock:
+            provs = self._providers.values() if uuids is None else [
+                p for u in uuids if (p := self._get(self._providers, u, "uuid"))]
             return FleetSnapshot(tuple(
-                ProviderRecord(p.public(), dict(p.inventories),
-                               {rc: self._ledger.used(p.uuid, rc)
-                                for rc in p.inventories},
-                               p.traits, p.aggregates)
-                for p in self._providers.values()), custom_traits=frozenset(
-                    self._custom_traits), custom_classes=frozenset(self._custom_rcs))
+                ProviderRecord(p.public(), dict(p.inventories), {
+                    rc: self._ledger.used(p.uuid, rc) for rc in p.inventories},
+                    p.traits, p.aggregates)
+                for p in provs), frozenset(self._custom_traits), frozenset(self._custom_rcs))
 
     # ------------------------------------------------------ write internals
     def _ensure_consumers(self, checked: Mapping[str, AllocationWrite]) -> list[str]:
