@@ -9,10 +9,12 @@ their progress through shared counters. Results are identical either way
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import multiprocessing
 import time
 import traceback
-from typing import Callable
+from typing import Callable, Iterator
 
 from scheduler_ext.lab.simulation import FULL_CHECK_EVERY, RandomRun
 from scheduler_ext.lab.tally import Tally
@@ -48,18 +50,36 @@ def run_strategies(strategies: tuple[str, ...], hosts: int, sharing: int,
         sim.fill()
         sim.start()     # the check after the fill, shared by forked runs
         return sim
-    sim = fresh()
-    servers = len(sim.model.servers)
-    if jobs > 1 and len(strategies) > 1 and \
-            "fork" in multiprocessing.get_all_start_methods():
-        return _in_processes(sim, strategies, steps, jobs, progress), servers
-    tallies = {}
-    for i, strategy in enumerate(strategies):
-        one = sim if i == 0 else fresh()
-        report = (None if progress is None else
-                  (lambda n, s=strategy: progress(s, n)))
-        tallies[strategy] = _run_one(one, strategy, steps, report)
-    return tallies, servers
+    with _collector_for_a_big_heap():
+        sim = fresh()
+        servers = len(sim.model.servers)
+        # the fill's objects live as long as the run: kept out of the
+        # collector's passes (which would also copy forked children's pages)
+        gc.freeze()
+        if jobs > 1 and len(strategies) > 1 and \
+                "fork" in multiprocessing.get_all_start_methods():
+            return _in_processes(sim, strategies, steps, jobs, progress), servers
+        tallies = {}
+        for i, strategy in enumerate(strategies):
+            one = sim if i == 0 else fresh()
+            report = (None if progress is None else
+                      (lambda n, s=strategy: progress(s, n)))
+            tallies[strategy] = _run_one(one, strategy, steps, report)
+        return tallies, servers
+
+
+@contextlib.contextmanager
+def _collector_for_a_big_heap() -> Iterator[None]:
+    """Fewer young-generation collections (each step allocates thousands
+    of short-lived objects; the defaults collect every 700), and whatever
+    ``gc.freeze`` kept, released again on the way out."""
+    threshold = gc.get_threshold()
+    gc.set_threshold(max(threshold[0], 20_000), *threshold[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
 
 
 def _in_processes(sim: RandomRun, strategies: tuple[str, ...], steps: int,

@@ -30,8 +30,8 @@ held to the real ``openstack-placement`` by the differential tests in
 
 Beyond placement's API it keeps, per provider, the consumers holding
 allocations there (reads cost what the provider holds, not the whole
-placement) and a change feed (``ChangeFeed``): a numbered log of the
-providers and consumers every call changed.
+placement), a change feed (``ChangeFeed``: a numbered log of the providers
+and consumers every call changed) and ``snapshot`` of some providers.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import uuid as uuidlib
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from scheduler_ext import errors
 from scheduler_ext.placement import validation, write_capacity
@@ -91,15 +91,18 @@ class EmbeddedPlacement:
         self._ledger = AllocationLedger(self._changes)
 
     # ------------------------------------------------------------ helpers
+    @staticmethod
+    def _get(table: dict, key: str, field: str) -> Any:
+        """``table[key]`` or None; keys are canonical uuids: only a key not
+        found is checked (400 if no uuid) and normalized."""
+        found = table.get(key) if type(key) is str else None
+        return found if found is not None else table.get(validation.uuid(key, field))
+
     def _provider(self, rp_uuid: str) -> _Provider:
-        rp_uuid = validation.uuid(rp_uuid, "resource_provider_uuid")
-        try:
-            return self._providers[rp_uuid]
-        except KeyError:
-            # placement answers 404 without an error code here (only the
-            # reshaper uses placement.resource_provider.not_found)
-            raise errors.NotFound(
-                f"resource provider {rp_uuid} not found") from None
+        prov = self._get(self._providers, rp_uuid, "resource_provider_uuid")
+        if prov is None:    # 404 without an error code, as placement
+            raise errors.NotFound(f"resource provider {rp_uuid.lower()} not found")
+        return prov
 
     def _known_rc(self, rc: str) -> bool:
         return not rc.startswith("CUSTOM_") or rc in self._custom_rcs
@@ -266,20 +269,17 @@ class EmbeddedPlacement:
     def get_usages(self, rp_uuid: str) -> dict[str, int]:
         with self._lock:
             prov = self._provider(rp_uuid)
-            return {rc: self._ledger.used(prov.uuid, rc)
-                    for rc in prov.inventories}
+            return {rc: self._ledger.used(prov.uuid, rc) for rc in prov.inventories}
 
     @answered_as_placement
     def get_consumer(self, consumer_uuid: str) -> ConsumerAllocations:
-        consumer_uuid = validation.uuid(consumer_uuid, "consumer_uuid")
         with self._lock:
-            cons = self._consumers.get(consumer_uuid)
+            cons = self._get(self._consumers, consumer_uuid, "consumer_uuid")
             if cons is None or not cons.allocations:
                 return ConsumerAllocations({})
             return ConsumerAllocations(
                 {rp: dict(res) for rp, res in cons.allocations.items()},
-                cons.generation,
-                cons.project_id, cons.user_id, cons.consumer_type)
+                cons.generation, cons.project_id, cons.user_id, cons.consumer_type)
 
     @answered_as_placement
     def get_provider_allocations(self, rp_uuid: str) -> dict[str, dict[str, int]]:
@@ -305,9 +305,8 @@ class EmbeddedPlacement:
                     if rp not in self._providers:
                         # placement keeps the consumers created above here
                         raise errors.InvalidRequest(
-                            f"allocation for resource provider {rp} "
-                            "that does not exist", field="resource_provider",
-                            value=rp)
+                            f"allocation for resource provider {rp} that does "
+                            "not exist", field="resource_provider", value=rp)
             try:
                 self._replace_all(checked)
             except errors.PlacementError:
@@ -325,15 +324,17 @@ class EmbeddedPlacement:
             self._ledger.apply(consumer_uuid, cons.allocations, -1)
             del self._consumers[consumer_uuid]
 
-    def snapshot(self) -> FleetSnapshot:
+    @answered_as_placement
+    def snapshot(self, uuids: Iterable[str] | None = None) -> FleetSnapshot:
+        """Every provider, or those of ``uuids`` (unknown ones left out)."""
         with self._lock:
+            provs = self._providers.values() if uuids is None else [
+                p for u in uuids if (p := self._get(self._providers, u, "uuid"))]
             return FleetSnapshot(tuple(
-                ProviderRecord(p.public(), dict(p.inventories),
-                               {rc: self._ledger.used(p.uuid, rc)
-                                for rc in p.inventories},
-                               p.traits, p.aggregates)
-                for p in self._providers.values()), custom_traits=frozenset(
-                    self._custom_traits), custom_classes=frozenset(self._custom_rcs))
+                ProviderRecord(p.public(), dict(p.inventories), {
+                    rc: self._ledger.used(p.uuid, rc) for rc in p.inventories},
+                    p.traits, p.aggregates)
+                for p in provs), frozenset(self._custom_traits), frozenset(self._custom_rcs))
 
     # ------------------------------------------------------ write internals
     def _ensure_consumers(self, checked: Mapping[str, AllocationWrite]) -> list[str]:
@@ -367,12 +368,11 @@ class EmbeddedPlacement:
             {rp: self._providers[rp].inventories for _, rp, _, _ in rows})
         for c, allocs in old.items():
             self._ledger.apply(c, allocs, -1)
-            self._consumers[c].allocations = {}
-        for c, write in checked.items():
+        for c, write in checked.items():    # validation copied the rows
             cons = self._consumers[c]
             cons.project_id, cons.user_id = write.project_id, write.user_id
             cons.consumer_type = write.consumer_type
-            cons.allocations = {rp: dict(res) for rp, res in write.allocations.items()}
+            cons.allocations = write.allocations  # type: ignore[assignment]
             self._ledger.apply(c, cons.allocations, +1)
         for rp in dict.fromkeys(rp for _, rp, _, _ in rows):
             self._providers[rp].generation += 1

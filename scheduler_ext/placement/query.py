@@ -18,6 +18,7 @@ Units: every amount is a whole number of units of its resource class
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from typing import Any, Callable, Mapping, Sequence
 
@@ -250,12 +251,13 @@ class CandidateRequest:
         _check_groups(self)
 
     # ------------------------------------------------------------ derived
-    @property
+    # (computed once per request: the fields are set only by __post_init__)
+    @functools.cached_property
     def trait_groups(self) -> tuple[frozenset[str], ...]:
         """The unnumbered group's required traits as AND of any-of groups."""
         return trait_groups_of(self)
 
-    @property
+    @functools.cached_property
     def unnumbered(self) -> RequestGroup | None:
         """The unnumbered group, or None when the request has none."""
         if not self.resources:
@@ -264,7 +266,7 @@ class CandidateRequest:
                             self.required_any, self.member_of,
                             self.forbidden_aggregates, self.in_tree)
 
-    @property
+    @functools.cached_property
     def groups(self) -> tuple[RequestGroup, ...]:
         """Every group: the unnumbered one (if any) first, then the granular
         ones in their order."""

@@ -27,26 +27,27 @@ def check(rows: list[Row], usage: Mapping[tuple[str, str], int],
     checked per row; a provider already over capacity accepts a write that
     does not raise its usage.
     """
-    prev = {(rp, rc): usage[(rp, rc)] for _, rp, rc, _ in rows
-            if (rp, rc) in usage}
     # usage once the written consumers are dropped, for the rows' keys only
-    # (the cost of a write is its size, not the placement's)
-    used = {key: usage.get(key, 0) for key in
-            {(rp, rc) for _, rp, rc, _ in rows}}
+    # (the cost of a write is its size, not the placement's); ``usage``
+    # itself is not changed here, so it still gives the usage before
+    used: dict[tuple[str, str], int] = {}
+    rcs: set[str] = set()
+    for _, rp, rc, _ in rows:
+        rcs.add(rc)
+        if (rp, rc) not in used:
+            used[(rp, rc)] = usage.get((rp, rc), 0)
     for allocs in old.values():
         for rp, res in allocs.items():
             for rc, n in res.items():
                 if (rp, rc) in used:
                     used[(rp, rc)] -= n
-    rcs = {rc for _, _, rc, _ in rows}
-    missing = sorted({rp for _, rp, _, _ in rows if not rcs & set(inventories[rp])})
+    missing = sorted({rp for _, rp, _, _ in rows if rcs.isdisjoint(inventories[rp])})
     if missing:
         raise errors.CapacityExceeded(
             f"unable to allocate inventory: no inventory of "
             f"{', '.join(sorted(rcs))} on {', '.join(missing)}")
-    summed: dict[tuple[str, str], int] = {}
     for c, rp, rc, n in rows:
-        summed[(rp, rc)] = summed.get((rp, rc), 0) + n
+        used[(rp, rc)] += n
         if n == 0:
             continue
         inv = inventories[rp].get(rc)
@@ -59,9 +60,9 @@ def check(rows: list[Row], usage: Mapping[tuple[str, str], int],
                 f"unable to allocate inventory: {rc}={n} for consumer {c} on "
                 f"{rp} violates min_unit {inv.min_unit}, max_unit "
                 f"{inv.max_unit} or step_size {inv.step_size}")
-        after = used.get((rp, rc), 0) + summed[(rp, rc)]
+        after = used[(rp, rc)]
         if inv.capacity < after:
-            before = prev.get((rp, rc))
+            before = usage.get((rp, rc))
             if before is None or after > before:
                 raise errors.CapacityExceeded(
                     f"unable to allocate inventory: {rc} on {rp} would use "

@@ -35,7 +35,10 @@ from scheduler_ext.placement.client import ChangeFeed, read_listed_providers
 from scheduler_ext.placement.model import FleetSnapshot, ProviderRecord
 
 class ChangeFeedClient(PlacementClient, ChangeFeed, Protocol):
-    """A placement client that also offers a change feed."""
+    """A placement client that also offers a change feed, and a snapshot
+    of some providers (``uuids``; unknown ones left out)."""
+
+    def snapshot(self, uuids: Iterable[str] | None = None) -> FleetSnapshot: ...
 
 
 #: (provider uuid, resource class, used): one row of a usage table.
@@ -165,7 +168,13 @@ class FeedChanges:
         return self.read(news.providers)
 
     def read(self, uuids: Iterable[str]) -> Changes:
-        return ApiChanges(self.client).read(uuids)
+        """The records of ``uuids`` in one read; those placement no longer
+        has are removed."""
+        wanted = list(dict.fromkeys(uuids))
+        records = list(self.client.snapshot(wanted).providers)
+        found = {r.provider.uuid for r in records}
+        # a uuid placement knows reads back canonical: its lower case
+        return Changes(records, [u for u in wanted if u.lower() not in found])
 
     def reread(self, index: CapacityIndex) -> Changes:
         return Changes()

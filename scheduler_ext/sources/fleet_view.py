@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Iterable
+from typing import Iterable, cast
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -41,8 +41,8 @@ from scheduler_ext.placement import PlacementClient
 from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.placement.sql_snapshot import OPTION, SqlSnapshot
 from scheduler_ext.placement.client import CandidatesEndpoint, ChangeFeed
-from scheduler_ext.sources.changes import (ApiChanges, Changes, ChangeSource,
-                                           FeedChanges)
+from scheduler_ext.sources.changes import (ApiChanges, ChangeFeedClient, Changes,
+                                           ChangeSource, FeedChanges)
 from scheduler_ext.sources.sql_changes import SqlChanges
 
 LOG = logging.getLogger(__name__)
@@ -64,7 +64,9 @@ def choose_source(client: PlacementClient, conf: cfg.ConfigOpts) -> ChangeSource
         kind = "sql" if opts.placement_database_connection else "api"
     if kind == "api":
         if isinstance(client, ChangeFeed):
-            return FeedChanges(client)
+            # the embedded placement: the one change feed, whose snapshot
+            # also reads some providers
+            return FeedChanges(cast(ChangeFeedClient, client))
         return ApiChanges(client)
     if not opts.placement_database_connection:
         raise errors.ConfigError(

@@ -96,8 +96,9 @@ def test_fleet_view_refreshes_only_what_the_feed_names():
     a, b = _host(p, "a"), _host(p, "b")
     view = FleetView(p, se_driver.make_conf())
     reads = []
-    real = p.get_inventories
-    p.get_inventories = lambda rp: reads.append(rp) or real(rp)
+    real = p.snapshot
+    # the feed's reads: a snapshot of the providers it names
+    p.snapshot = lambda uuids=None: reads.extend(uuids or ["all"]) or real(uuids)
     _claim(p, C1, a, 3)
     view.refresh()
     assert reads == [a]
