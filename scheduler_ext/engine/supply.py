@@ -140,12 +140,15 @@ def _aggs_all(ix: "CapacityIndex", lists, n: int) -> np.ndarray | None:
     return out
 
 
-def among(sorted_rows: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """The entries of ``rows`` that are in ``sorted_rows`` (ascending)."""
+def among(sorted_rows: np.ndarray, rows: np.ndarray,
+          ok: np.ndarray | None = None) -> np.ndarray:
+    """The entries of ``rows`` that are in ``sorted_rows`` (ascending), and
+    where ``ok`` (bool per entry of ``sorted_rows``) when given."""
     if not len(rows) or not len(sorted_rows):
         return rows[:0]
     pos = np.minimum(np.searchsorted(sorted_rows, rows), len(sorted_rows) - 1)
-    return rows[sorted_rows[pos] == rows]
+    found = sorted_rows[pos] == rows
+    return rows[found if ok is None else found & ok[pos]]
 
 
 def fitting(ix: "CapacityIndex", trees: Trees, rc: str, amount: int
@@ -355,9 +358,8 @@ def _granular(ix: "CapacityIndex", trees: Trees, gi: int, group: RequestGroup,
     def derive() -> tuple[np.ndarray, np.ndarray | None]:
         fit_rows, first = compact(ok, rows, cols[0].free[at[0]])
         return fit_rows, first
-    hit = np.minimum(np.searchsorted(rows, sharing), max(len(rows) - 1, 0))
-    shared = sharing[(rows[hit] == sharing) & ok[hit]] if len(rows) else _NONE
-    slot = Slot(gi, group.suffix, amounts, shared, rc, trees.n, derive=derive)
+    slot = Slot(gi, group.suffix, amounts, among(rows, sharing, ok), rc, trees.n,
+                derive=derive)
     if holder is not None:   # one provider per tree: the best is that one
         slot.holder, slot.holder_ok = holder, np.zeros(trees.n_roots, bool)
         slot.holder_ok[pos] = ok

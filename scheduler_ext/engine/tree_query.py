@@ -46,9 +46,9 @@ def holders(ix: "CapacityIndex", rc: str) -> tuple[Any, ...] | None:
     and their slots in the column, as (k x n_roots) matrices padded with
     -1 (k: the most holders one tree has; row j of the matrix: each tree's
     j-th holder in uuid order); None when k > ``MAX_HOLDERS``. With k = 1
-    three more arrays list the trees holding it compactly (compact root
-    positions, slots, rows; the first two as slices when they are
-    progressions, as they are when every root holds the class).
+    two more list the trees holding it compactly: their compact root
+    positions and their holders' slots, each a slice when it is a
+    progression, as when every root holds the class.
     Cached per tree structure and column version."""
     trees = state(ix)[0]
     col = ix.columns.get(rc)
@@ -80,8 +80,8 @@ def _holder_matrix(trees: treelib.Trees, col) -> tuple[Any, ...] | None:
     matrix[col_of, pos] = rows
     slots = np.full((k, trees.n_roots), -1, np.int64)
     slots[col_of, pos] = col.positions(rows)
-    if k == 1:   # and the trees holding it, compact: (positions, slots, rows)
-        return matrix, slots, as_slice(pos), as_slice(slots[0][pos]), rows
+    if k == 1:   # and the trees holding it, compact: (positions, slots)
+        return matrix, slots, as_slice(pos), as_slice(slots[0][pos])
     return matrix, slots
 
 
@@ -162,7 +162,7 @@ def _holder_free(ix: "CapacityIndex", rc: str, pos: np.ndarray, stamp: tuple
         if _stamp(ix, rc) != stamp:
             return None
         hold = holders(ix, rc)
-        assert hold is not None and len(hold) == 5
+        assert hold is not None and len(hold) == 4
         free = ix.columns[rc].free
         at, slots = hold[2], hold[3]
         if isinstance(at, slice) and isinstance(slots, slice) and at.step == slots.step == 1:
