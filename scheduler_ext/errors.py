@@ -127,6 +127,11 @@ class NoValidHost(SchedulerExtError):
     """No host could be claimed for the request; nothing was written."""
 
 
+class ConsumerExists(SchedulerExtError):
+    """A boot was scheduled for an instance that already holds allocations
+    (placement refused the claim for a new consumer); nothing was written."""
+
+
 class Unsupported(SchedulerExtError):
     """The engine cannot answer this query exactly; ask placement instead."""
 

@@ -39,7 +39,16 @@ class Held:
 
 
 def read(client: PlacementClient, request: ScheduleRequest, instance: str) -> Held:
-    """Read the instance's (and the move's migration's) allocations."""
+    """The instance's (and the move's migration's) allocations. A boot's
+    instance is not read: it is taken to be a new consumer (generation
+    null), as nova's own claim takes it, so placement refuses the claim if
+    it is not one and ``reread_unchanged`` then reads it."""
+    if request.move is None:
+        return Held(instance, _EMPTY)
+    return _read(client, request, instance)
+
+
+def _read(client: PlacementClient, request: ScheduleRequest, instance: str) -> Held:
     held = client.get_consumer(instance)
     if request.move is None:
         return Held(instance, held)
@@ -54,8 +63,14 @@ def reread_unchanged(client: PlacementClient, request: ScheduleRequest,
     (a write that changed nothing we computed from), else ConcurrentUpdate
     naming the instance: the writes were computed from allocations that
     are gone (nova's conductor moved them back, for instance), so retrying
-    them would write stale contents."""
-    now = read(client, request, instance)
+    them would write stale contents. A boot's instance found holding
+    allocations raises ConsumerExists (nova evacuates that way)."""
+    now = _read(client, request, instance)
+    if request.move is None and now.instance.allocations:
+        raise errors.ConsumerExists(
+            f"instance {instance} already holds allocations on "
+            f"{', '.join(sorted(now.instance.allocations))}; a boot claims "
+            "for a new consumer; nothing was written")
     changed = [consumer for (consumer, _, was), (_, _, cur)
                in zip(before.consumers(), now.consumers())
                if allocations.copy(was.allocations) != allocations.copy(cur.allocations)]

@@ -14,7 +14,8 @@ One call:
 5. the claimed host and the alternates become nova ``Selection`` objects
    carrying the allocation request the conductor claims on a reschedule.
 
-Rebuilds, evacuations (the instance still holds its allocations), calls
+Rebuilds, evacuations (the instance still holds its allocations: placement
+refuses the claim for a new consumer, and nothing is written), calls
 from conductors older than Queens and queries our type cannot express
 raise ``UseNova``; the caller then runs nova's own code unchanged.
 """
@@ -99,14 +100,14 @@ class NovaScheduler:
 
     def _requests(self, context, spec, instance_uuids: list[str],
                   query) -> list[ScheduleRequest]:
+        """One request per instance. An instance that already holds
+        allocations without a resize or cold migration (an evacuation) is
+        found by its claim, which placement refuses for a new consumer
+        (``_claim`` then hands the request to nova)."""
         requests = []
         for uuid in instance_uuids:
             move = (nova_request.find_move(context, uuid, spec, self.client)
                     if len(instance_uuids) == 1 else None)
-            if move is None and self.client.get_consumer(uuid).allocations:
-                raise UseNova(f"instance {uuid} already holds allocations and "
-                              "no resize or cold migration is being "
-                              "scheduled (an evacuation)")
             requests.append(nova_request.schedule_request(
                 query, uuid, spec, context, move))
         return requests
@@ -152,6 +153,9 @@ class NovaScheduler:
                 reason="There are not enough hosts available.")
         except errors.Unsupported as exc:
             raise UseNova(f"the engine cannot answer: {exc}") from exc
+        except errors.ConsumerExists as exc:
+            raise UseNova(f"{exc} (no resize or cold migration is being "
+                          "scheduled: an evacuation)") from exc
         except errors.SchedulerExtError as exc:
             LOG.error("scheduling instance %s failed: %s", uuid, exc)
             raise exception.NoValidHost(reason=public_reason(exc))
