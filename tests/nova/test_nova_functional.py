@@ -190,6 +190,10 @@ def test_two_hosts_only_the_source_fits(nova_results):
     _assert_all_pass(nova_results, "StockOnlySourceFits")
 
 
+def test_host_states_read_only_the_candidates_services(nova_results):
+    _assert_all_pass(nova_results, "ServiceScopedHostStates")
+
+
 def test_audit_reads_nova_fixes_each_damage(nova_results):
     """``scheduler-ext audit`` with instances and migrations read through
     nova's objects: a migration consumer left behind, a same-host resize
