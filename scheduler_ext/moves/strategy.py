@@ -172,7 +172,8 @@ class SameHostMoveStrategy:
                 else:
                     queue.pop(0)
                 continue
-            source.changed(list(cand.allocations) + list(old))
+            source.wrote(held.old(), allocations.total(
+                *(w.allocations for w in writes.values())))
             self.stats["claimed"] += 1
             LOG.info("instance %s: claimed %s on %s", instance,
                      dict(request.resources), cand.root)

@@ -78,6 +78,11 @@ class CandidateSource(Protocol):
     def changed(self, providers: Iterable[str]) -> None:
         """The allocations on these providers were (maybe) written."""
 
+    def wrote(self, before: Allocations, after: Allocations) -> None:
+        """Our own allocation write, accepted by placement, took the
+        consumers it wrote from holding ``before`` to holding ``after``
+        (each summed over those consumers, per provider and class)."""
+
     def recheck(self, query: CandidateRequest, limit: int,
                 also: Iterable[str] = ()) -> bool:
         """No usable candidate was found: bring what may have freed room
@@ -120,6 +125,9 @@ class RankedSource:
 
     def changed(self, providers: Iterable[str]) -> None:
         self.inner.changed(providers)
+
+    def wrote(self, before: Allocations, after: Allocations) -> None:
+        self.inner.wrote(before, after)
 
     def recheck(self, query: CandidateRequest, limit: int,
                 also: Iterable[str] = ()) -> bool:

@@ -37,6 +37,9 @@ class EngineCandidateSource:
     def changed(self, providers: Iterable[str]) -> None:
         self.view.changed(providers)
 
+    def wrote(self, before: Allocations, after: Allocations) -> None:
+        self.view.wrote(before, after)
+
     def recheck(self, query: CandidateRequest, limit: int,
                 also: Iterable[str] = ()) -> bool:
         return self.view.recheck(query, limit, also)

@@ -37,7 +37,7 @@ from oslo_log import log as logging
 from scheduler_ext import errors
 from scheduler_ext.engine import bulk
 from scheduler_ext.engine.index import CapacityIndex
-from scheduler_ext.placement import PlacementClient
+from scheduler_ext.placement import Allocations, PlacementClient, allocations
 from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.placement.sql_snapshot import OPTION, SqlSnapshot
 from scheduler_ext.placement.client import CandidatesEndpoint, ChangeFeed
@@ -94,8 +94,9 @@ class FleetView:
         self._lock = threading.Lock()          # poll / read / apply
         self._reread_lock = threading.Lock()   # one background re-read
         self._touched: set[str] | None = None  # written during a re-read
-        self.stats = {"polls": 0, "polled_providers": 0, "rereads": 0,
-                      "fallbacks": 0, "rechecks": 0, "last_poll_s": 0.0, "last_reread_s": 0.0}
+        self.stats = {"polls": 0, "polled_providers": 0, "own_writes": 0,
+                      "rereads": 0, "fallbacks": 0, "rechecks": 0,
+                      "last_poll_s": 0.0, "last_reread_s": 0.0}
         started = time.monotonic()
         snap = self._full_read(conf)
         self.full_read_s = time.monotonic() - started
@@ -156,6 +157,25 @@ class FleetView:
             return
         with self._lock:
             self._apply(self._guarded(lambda: self.source.read(wanted)))
+
+    def wrote(self, before: Allocations, after: Allocations) -> None:
+        """Our own accepted write enters the view at once, as the usage it
+        added and removed (no read: the next poll sees its allocation rows
+        and takes those providers' usage from placement). A provider or
+        class the view does not hold is re-read instead."""
+        delta = allocations.add(allocations.copy(after), before, -1)
+        grown = {rp: {rc: n for rc, n in res.items() if n > 0}
+                 for rp, res in delta.items()}
+        shrunk = {rp: {rc: -n for rc, n in res.items() if n < 0}
+                  for rp, res in delta.items()}
+        with self._lock:
+            missing = self.index.apply(allocations.copy(grown)) + \
+                self.index.apply(allocations.copy(shrunk), -1)
+            if self._touched is not None:     # a re-read keeps these
+                self._touched |= set(delta)
+        self.stats["own_writes"] += 1
+        if missing:
+            self.changed(rp for rp, _ in missing)
 
     def recheck(self, query: CandidateRequest, limit: int,
                 also: Iterable[str] = ()) -> bool:

@@ -65,6 +65,9 @@ class PlacementCandidateSource:
     def changed(self, providers: Iterable[str]) -> None:
         """Nothing is cached."""
 
+    def wrote(self, before: Allocations, after: Allocations) -> None:
+        """Nothing is cached."""
+
     def recheck(self, query: CandidateRequest, limit: int,
                 also: Iterable[str] = ()) -> bool:
         """Placement's answer is always fresh: nothing to re-read."""

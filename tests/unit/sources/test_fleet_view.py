@@ -62,6 +62,11 @@ def _put(client, n, allocs):
     client.put_allocations(consumer(n), AllocationWrite(allocs, "p", "u", None))
 
 
+def _rewrite(client, n, allocs):
+    held = client.get_consumer(consumer(n))
+    client.put_allocations(consumer(n), held.write(allocs, project_id="p", user_id="u"))
+
+
 def test_api_poll_rereads_only_providers_whose_generation_moved():
     client, hosts = _hosts()
     view = FleetView(client, _conf(), source=ApiChanges(client))
@@ -253,3 +258,57 @@ def test_full_host_frees_after_reread_with_api_source():
     assert not len(view.index.fit(CandidateRequest(FULL)))   # conservative
     view.reread()
     assert len(view.index.fit(CandidateRequest(FULL))) == 1
+
+
+def test_own_write_enters_the_view_without_a_read():
+    """A claim's usage is in the view at once, with no provider read; the
+    next poll takes placement's figure for those providers, which equals it
+    (nothing counted twice)."""
+    client, hosts = _hosts()
+    view = FleetView(client, _conf(), source=ApiChanges(client))
+    before = {hosts[0]: {"VCPU": 1, "MEMORY_MB": 512}}
+    _put(client, 1, before)
+    view.refresh()
+    after = {hosts[0]: {"VCPU": 2, "MEMORY_MB": 512}, hosts[1]: {"DISK_GB": 10}}
+    _rewrite(client, 1, after)   # the write our claim made
+    client.inventory_reads.clear()
+    view.wrote(before, after)
+    assert client.inventory_reads == []
+    assert view.stats["own_writes"] == 1
+    assert view.index.usage(hosts[0]) == {"VCPU": 2, "MEMORY_MB": 512, "DISK_GB": 0}
+    assert view.index.usage(hosts[1])["DISK_GB"] == 10
+    # a move of the same flavor away from host0: a decrease, applied too
+    view.wrote(after, {hosts[1]: {"DISK_GB": 10}})
+    assert view.index.usage(hosts[0])["VCPU"] == 0
+    _rewrite(client, 1, {hosts[1]: {"DISK_GB": 10}})
+    view.refresh()
+    for rp in hosts:
+        assert view.index.usage(rp) == {rc: u for rc, u in client.get_usages(rp).items()}
+
+
+def test_own_write_on_a_provider_the_view_lacks_reads_it():
+    client, hosts = _hosts()
+    view = FleetView(client, _conf(), source=ApiChanges(client))
+    late = small_host(client, "late")          # not in the view yet
+    _put(client, 1, {late: {"VCPU": 1}})
+    view.wrote({}, {late: {"VCPU": 1}})
+    assert view.index.usage(late)["VCPU"] == 1
+
+
+def test_own_write_during_a_reread_is_kept():
+    rec = _record("VCPU")
+    u = rec.provider.uuid
+    source = StaticSource(FleetSnapshot((rec,)), Changes(usages=[(u, "VCPU", 0)]))
+    source.release.clear()
+    view = FleetView(None, _conf(reread_interval=0.01), source=source)
+    time.sleep(0.02)
+    view.refresh()
+    assert source.reading.wait(5)       # the re-read read before our write
+    view.wrote({}, {u: {"VCPU": 3}})
+    source.release.set()
+    for _ in range(100):
+        if view.stats["rereads"]:
+            break
+        time.sleep(0.05)
+    assert view.stats["rereads"] == 1
+    assert view.index.usage(u)["VCPU"] == 1 + 3
