@@ -100,22 +100,36 @@ class Fit:
         """The allocation request picked for root ``rows[i]``: amounts of
         one class from one provider summed over the groups, and the
         providers of each group (``mappings``, placement 1.34)."""
+        return self.allocation_requests([i])[0]
+
+    def allocation_requests(self, positions: list[int]) -> list[dict]:
+        """``allocation_request`` of each position, built in one pass (the
+        providers of every group gathered once, not per root)."""
         u = self.index.uuids
-        allocs: dict[str, dict] = {}
-        mappings: dict[str, set[str]] = {}
-        for rc, amount in self.request.resources.items():
-            rp = u[int(self.sources[rc][i])]
-            res = allocs.setdefault(rp, {"resources": {}})["resources"]
-            res[rc] = res.get(rc, 0) + amount
-            mappings.setdefault("", set()).add(rp)
-        for group in self.request.granular:
-            rp = u[int(self.granular[group.suffix][i])]
-            mappings[group.suffix] = {rp}
-            for rc, amount in group.resources.items():
+        pos = np.asarray(positions, np.int64)
+        unnumbered = [(rc, amount, self.sources[rc][pos].tolist())
+                      for rc, amount in self.request.resources.items()]
+        granular = [(group.suffix, group.resources,
+                     self.granular[group.suffix][pos].tolist())
+                    for group in self.request.granular]
+        out = []
+        for j in range(len(pos)):
+            allocs: dict[str, dict] = {}
+            mappings: dict[str, list[str]] = {}
+            for rc, amount, rows in unnumbered:
+                rp = u[rows[j]]
                 res = allocs.setdefault(rp, {"resources": {}})["resources"]
                 res[rc] = res.get(rc, 0) + amount
-        return {"allocations": allocs,
-                "mappings": {k: sorted(v) for k, v in mappings.items()}}
+            if unnumbered:
+                mappings[""] = sorted({u[rows[j]] for _, _, rows in unnumbered})
+            for suffix, resources, rows in granular:
+                rp = u[rows[j]]
+                mappings[suffix] = [rp]
+                for rc, amount in resources.items():
+                    res = allocs.setdefault(rp, {"resources": {}})["resources"]
+                    res[rc] = res.get(rc, 0) + amount
+            out.append({"allocations": allocs, "mappings": mappings})
+        return out
 
     def provider_summaries(self, positions) -> dict[str, dict]:
         """Summaries of every provider of the trees used by the picks at
@@ -144,5 +158,7 @@ class Fit:
                                max(k, host_subset_size), rows=self.rows)
         order = weighing.subset_first(order, host_subset_size, rng)[:k]
         u = self.index.uuids
-        return [Choice(u[int(self.rows[i])], float(weights[i]),
-                       self.allocation_request(int(i))) for i in order.tolist()]
+        picked = order.tolist()
+        return [Choice(u[r], float(w), req) for r, w, req in zip(
+            self.rows[order].tolist(), weights[order].tolist(),
+            self.allocation_requests(picked))]
