@@ -38,17 +38,25 @@ class Held:
         return allocations.total(*(c.allocations for _, _, c in self.consumers()))
 
 
-def read(client: PlacementClient, request: ScheduleRequest, instance: str) -> Held:
-    """The instance's (and the move's migration's) allocations. A boot's
-    instance is not read: it is taken to be a new consumer (generation
-    null), as nova's own claim takes it, so placement refuses the claim if
-    it is not one and ``reread_unchanged`` then reads it."""
-    if request.move is None:
+def start(client: PlacementClient, request: ScheduleRequest, instance: str) -> Held:
+    """What the consumers hold as a decision starts, read only where
+    nothing is known: a boot's instance is taken to be a new consumer
+    (generation null), as nova's own claim takes it; a move's migration is
+    taken as the adapter read it when it found the move
+    (``MoveContext.migration_held``). Every write made from this carries
+    the consumer generations, so placement refuses it if either guess is
+    wrong, and ``reread_unchanged`` then reads them."""
+    move = request.move
+    if move is None:
         return Held(instance, _EMPTY)
-    return _read(client, request, instance)
+    if move.migration_held is None:
+        return read(client, request, instance)
+    return Held(instance, client.get_consumer(instance), move.migration_uuid,
+                move.migration_held)
 
 
-def _read(client: PlacementClient, request: ScheduleRequest, instance: str) -> Held:
+def read(client: PlacementClient, request: ScheduleRequest, instance: str) -> Held:
+    """Read the instance's (and the move's migration's) allocations."""
     held = client.get_consumer(instance)
     if request.move is None:
         return Held(instance, held)
@@ -65,7 +73,7 @@ def reread_unchanged(client: PlacementClient, request: ScheduleRequest,
     are gone (nova's conductor moved them back, for instance), so retrying
     them would write stale contents. A boot's instance found holding
     allocations raises ConsumerExists (nova evacuates that way)."""
-    now = _read(client, request, instance)
+    now = read(client, request, instance)
     if request.move is None and now.instance.allocations:
         raise errors.ConsumerExists(
             f"instance {instance} already holds allocations on "

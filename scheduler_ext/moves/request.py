@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping, Sequence
 
-from scheduler_ext.placement import allocations, validation
+from scheduler_ext.placement import ConsumerAllocations, allocations, validation
 from scheduler_ext.placement.query import CandidateRequest
 
 
@@ -23,13 +23,16 @@ class MoveContext:
     ``source_root`` is the compute node provider the server runs on;
     ``old_resources`` the flavor it runs with (units of each class);
     the old allocations themselves are read from placement (nova's conductor
-    has moved them to the migration consumer before scheduling).
+    has moved them to the migration consumer before scheduling);
+    ``migration_held`` is that consumer as read when the move was found
+    (its generation guards the claim), or None to read it again.
     """
 
     migration_uuid: str
     source_root: str
     old_resources: Mapping[str, int]
     allow_same_host: bool = True
+    migration_held: ConsumerAllocations | None = None
 
 
 @dataclasses.dataclass(frozen=True)

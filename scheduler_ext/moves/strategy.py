@@ -109,7 +109,7 @@ class SameHostMoveStrategy:
                instance: str, alts: int) -> list[Selection]:
         move = request.move
         limit = self.max_claim_attempts + alts + 1
-        held = consumers.read(self.client, request, instance)
+        held = consumers.start(self.client, request, instance)
         old = held.old()
         if move is not None and old and move.source_root not in old:
             LOG.warning("instance %s: old allocations %s are not on the "

@@ -125,7 +125,8 @@ def find_move(context, instance_uuid: str, spec_obj,
                         migration.uuid, migration.source_node,
                         migration.source_compute)
             return None
-    old = allocations.class_totals(client.get_consumer(migration.uuid).allocations)
+    held = client.get_consumer(migration.uuid)
+    old = allocations.class_totals(held.allocations)
     if not old:
         return None
     ignored = (spec_obj.ignore_hosts if "ignore_hosts" in spec_obj and
@@ -133,7 +134,8 @@ def find_move(context, instance_uuid: str, spec_obj,
     return MoveContext(
         migration_uuid=migration.uuid, source_root=source.uuid,
         old_resources=old,
-        allow_same_host=migration.source_compute not in ignored)
+        allow_same_host=migration.source_compute not in ignored,
+        migration_held=held)
 
 
 def allocation_request(sel: Selection) -> dict:
