@@ -108,12 +108,12 @@ def _limited(mgrs: dict, sched: str, limit: int):
 
 
 def latency(mgrs: dict, client: HttpPlacement, cell_db: str, hosts, decisions: int,
-            timer: e2e.PhaseTimer, seed: int, limit: int = 0) -> dict:
-    """Alternate stock, ours (and ours with nova_host_limit): boots, then
-    same-host-allowed resizes."""
+            timer: e2e.PhaseTimer, seed: int, scheds: tuple[str, ...],
+            limit: int = 0) -> dict:
+    """Alternate ``scheds`` (stock, ours, ours with nova_host_limit): boots,
+    then same-host-allowed resizes."""
     rng = random.Random(seed)
     ctx = mgrs["ctx"]
-    scheds = ("stock", "ours") + (("ours-limit",) if limit else ())
     samples: dict = {f"{s}/{k}": [] for s in scheds for k in ("boot", "resize")}
     outcomes: dict = {k: {"no_valid_host": 0, "same_host": 0} for k in samples}
     for i in range(decisions):
@@ -202,12 +202,13 @@ def _throughput_worker(args: tuple) -> int:
 
 
 def throughput(workdir: str, url: str, db_url: str, workers: list[int],
-               seconds: float, startup: float, limit: int = 0) -> dict:
-    """Decisions per second with k scheduler processes: stock, ours, and
-    ours with nova_host_limit."""
+               seconds: float, startup: float, scheds: tuple[str, ...],
+               limit: int = 0) -> dict:
+    """Decisions per second with k scheduler processes of each of
+    ``scheds``."""
     out: dict = {}
     ctx = multiprocessing.get_context("spawn")
-    for sched in ("stock", "ours") + (("ours-limit",) if limit else ()):
+    for sched in scheds:
         for k in workers:
             start_at = time.time() + startup
             with ctx.Pool(k) as pool:
@@ -243,7 +244,8 @@ def run_size(n: int, args: argparse.Namespace) -> dict:
         hosts = nova_cell.create_databases(api_db, cell_db, fleet, disabled)
         json.dump(hosts, open(os.path.join(workdir, "hosts.json"), "w"))
         started = time.perf_counter()
-        mgrs = managers(db_url, ("stock", "ours"), hosts)
+        mgrs = managers(db_url, tuple(dict.fromkeys(
+            s.split("-")[0] for s in args.schedulers)), hosts)
         view = mgrs["ours"].ext.scheduler().driver.source.view
         result: dict = {"providers": n, "compute_hosts": len(hosts),
                         "start_s": time.perf_counter() - started,
@@ -253,15 +255,16 @@ def run_size(n: int, args: argparse.Namespace) -> dict:
         with e2e.other_writers(url, [h[1] for h in live], args.rate) as writes:
             t0 = time.perf_counter()
             result.update(latency(mgrs, client, cell_db, live, args.decisions, timer,
-                                  args.seed, args.host_limit))
-            if args.host_limit and args.compare:
+                                  args.seed, args.schedulers, args.host_limit))
+            if "ours-limit" in args.schedulers and args.compare:
                 result["host_limit_choice"] = choice_differs(
                     mgrs, live, args.compare, args.host_limit, args.seed)
             result["other_writes_per_s"] = writes.value / (time.perf_counter() - t0)
             if args.workers:
                 result["throughput"] = throughput(
                     workdir, url, db_url, args.workers, args.throughput_seconds,
-                    startup=max(10.0, 3 * result["full_read_s"] + 5), limit=args.host_limit)
+                    startup=max(10.0, 3 * result["full_read_s"] + 5),
+                    scheds=args.schedulers, limit=args.host_limit)
         result["view"] = dict(view.stats)
         result["claims"] = dict(mgrs["ours"].ext.scheduler().driver.strategy.stats)
         result["memory"] = view.memory()
@@ -281,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host-limit", type=int, default=20,
                         help="also run ours with [scheduler_ext] nova_host_limit = this "
                              "(0 skips)")
+    parser.add_argument("--schedulers", default="stock,ours,ours-limit",
+                        help="which schedulers to run (default %(default)s; "
+                             "leave stock out where it is too slow)")
     parser.add_argument("--compare", type=int, default=20,
                         help="boots on which the limited and full nova runs are "
                              "compared (default %(default)s)")
@@ -289,6 +295,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="bench-out")
     args = parser.parse_args(argv)
     args.workers = [int(k) for k in args.workers.split(",") if k]
+    args.schedulers = tuple(s for s in args.schedulers.split(",")
+                            if s and (s != "ours-limit" or args.host_limit))
+    unknown = set(args.schedulers) - {"stock", "ours", "ours-limit"}
+    if unknown or "ours" not in args.schedulers:
+        parser.error(f"--schedulers: {args.schedulers!r} must name ours, and "
+                     "only stock, ours and ours-limit")
     logging.basicConfig(level=getattr(logging, os.environ.get("E2E_LOG", "WARNING")))
     os.makedirs(args.out, exist_ok=True)
     sizes = [int(s) for s in args.sizes.split(",")]

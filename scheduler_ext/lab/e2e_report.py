@@ -70,25 +70,39 @@ def _limit_lines(results: list[dict]) -> list[str]:
     return out
 
 
+def _p50_of(samples: list[dict], value) -> float:
+    """p50 over decisions of ``value(phases)``, in ms."""
+    got = sorted(value(x) for x in samples)
+    return 1e3 * got[len(got) // 2] if got else float("nan")
+
+
 def _ratio_lines(results: list[dict]) -> list[str]:
     out = ["| hosts | kind | stock p50 / ours p50 | ours minus (nova + claim), p50 ms "
+           "| stock minus (nova + claim + placement GET), p50 ms "
+           "| ours' own parts (refresh + engine + reads), p50 ms "
            "| stock p50 / ours-limit p50 | ours-limit p50 / its claim p50 |",
-           "|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|"]
+    added = lambda x: x["total"] - x["nova"] - x["claim"]  # noqa: E731
+    own = lambda x: x["refresh"] + x["engine"] + x["reads"]  # noqa: E731
+    stock_rest = lambda x: x["other"] + x["reads"]  # noqa: E731
     for r in results:
         for kind in KINDS:
-            s, o = _stats(r, f"stock/{kind}"), _stats(r, f"ours/{kind}")
-            added = sorted(x["total"] - x["nova"] - x["claim"]
-                           for x in r["samples"][f"ours/{kind}"])
-            line = (f"| {r['compute_hosts']:,} | {kind} | "
-                    f"{s['total']['p50'] / max(o['total']['p50'], 1e-9):.1f} | "
-                    f"{1e3 * added[len(added) // 2]:.1f} |")
-            if f"ours-limit/{kind}" in r["samples"]:
+            samples = r["samples"]
+            o = _stats(r, f"ours/{kind}")
+            s = _stats(r, f"stock/{kind}") if f"stock/{kind}" in samples else None
+            cells = [f"{r['compute_hosts']:,}", kind,
+                     f"{s['total']['p50'] / max(o['total']['p50'], 1e-9):.1f}" if s else "-",
+                     f"{_p50_of(samples[f'ours/{kind}'], added):.1f}",
+                     f"{_p50_of(samples[f'stock/{kind}'], stock_rest):.1f}" if s else "-",
+                     f"{_p50_of(samples[f'ours/{kind}'], own):.1f}"]
+            if f"ours-limit/{kind}" in samples:
                 lim = _stats(r, f"ours-limit/{kind}")
-                line += (f" {s['total']['p50'] / max(lim['total']['p50'], 1e-9):.1f} | "
-                         f"{lim['total']['p50'] / max(lim['claim']['p50'], 1e-9):.1f} |")
+                cells += [f"{s['total']['p50'] / max(lim['total']['p50'], 1e-9):.1f}"
+                          if s else "-",
+                          f"{lim['total']['p50'] / max(lim['claim']['p50'], 1e-9):.1f}"]
             else:
-                line += " - | - |"
-            out.append(line)
+                cells += ["-", "-"]
+            out.append("| " + " | ".join(cells) + " |")
     return out
 
 
