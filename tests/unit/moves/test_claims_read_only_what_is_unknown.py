@@ -92,16 +92,20 @@ def moved_to_migration(inner):
     return source
 
 
+def assert_resized_in_place(inner, source, sels):
+    assert sels[0].root == source
+    assert inner.get_consumer(EVACUEE).allocations == {source: BIGGER}
+    assert inner.get_consumer(MIGRATION).allocations == {}
+
+
 def test_a_move_reuses_the_migration_read_that_found_it():
     inner = EmbeddedPlacement()
     source = moved_to_migration(inner)
     client = CountingReads(inner)
     drv, _ = start(client)
     sels = drv.select_destinations(resize(inner, source, inner.get_consumer(MIGRATION)))[0]
-    assert sels[0].root == source
     assert client.reads_before_write == 1     # the instance only
-    assert inner.get_consumer(EVACUEE).allocations == {source: BIGGER}
-    assert inner.get_consumer(MIGRATION).allocations == {}
+    assert_resized_in_place(inner, source, sels)
 
 
 def test_a_migration_rewritten_since_its_read_is_read_again():
@@ -113,9 +117,7 @@ def test_a_migration_rewritten_since_its_read_is_read_again():
     drv, _ = start(inner)
     sels = drv.select_destinations(resize(inner, source, found))[0]
     assert drv.strategy.stats["conflicts"] == 1   # refused, read, retried
-    assert sels[0].root == source
-    assert inner.get_consumer(EVACUEE).allocations == {source: BIGGER}
-    assert inner.get_consumer(MIGRATION).allocations == {}
+    assert_resized_in_place(inner, source, sels)
 
 
 def test_a_migration_emptied_since_its_read_writes_nothing():

@@ -169,24 +169,37 @@ def test_background_reread_never_blocks_a_refresh():
     assert view.index.usage(rec.provider.uuid)["VCPU"] == 0
 
 
-def test_reread_in_flight_does_not_undo_a_newer_read():
+def _reread_stuck_reading():
+    """(view, source, record): a background re-read is in flight, stuck
+    after reading usage 0 for the record's provider until
+    ``source.release`` is set."""
     rec = _record("VCPU")
-    u = rec.provider.uuid
-    source = StaticSource(FleetSnapshot((rec,)), Changes(usages=[(u, "VCPU", 0)]))
+    source = StaticSource(FleetSnapshot((rec,)),
+                          Changes(usages=[(rec.provider.uuid, "VCPU", 0)]))
     source.release.clear()
     view = FleetView(None, _conf(reread_interval=0.01), source=source)
     time.sleep(0.02)
     view.refresh()
     assert source.reading.wait(5)
-    source.reads[u] = ProviderRecord(
-        Provider(u, "cn", 2, u), rec.inventories, {"VCPU": 5}, frozenset(), frozenset())
-    view.changed([u])
+    return view, source, rec
+
+
+def _finish_reread(view, source):
     source.release.set()
     for _ in range(100):
         if view.stats["rereads"]:
             break
         time.sleep(0.05)
     assert view.stats["rereads"] == 1
+
+
+def test_reread_in_flight_does_not_undo_a_newer_read():
+    view, source, rec = _reread_stuck_reading()
+    u = rec.provider.uuid
+    source.reads[u] = ProviderRecord(
+        Provider(u, "cn", 2, u), rec.inventories, {"VCPU": 5}, frozenset(), frozenset())
+    view.changed([u])
+    _finish_reread(view, source)
     assert view.index.usage(u)["VCPU"] == 5
 
 
@@ -296,19 +309,8 @@ def test_own_write_on_a_provider_the_view_lacks_reads_it():
 
 
 def test_own_write_during_a_reread_is_kept():
-    rec = _record("VCPU")
+    view, source, rec = _reread_stuck_reading()   # it read before our write
     u = rec.provider.uuid
-    source = StaticSource(FleetSnapshot((rec,)), Changes(usages=[(u, "VCPU", 0)]))
-    source.release.clear()
-    view = FleetView(None, _conf(reread_interval=0.01), source=source)
-    time.sleep(0.02)
-    view.refresh()
-    assert source.reading.wait(5)       # the re-read read before our write
     view.wrote({}, {u: {"VCPU": 3}})
-    source.release.set()
-    for _ in range(100):
-        if view.stats["rereads"]:
-            break
-        time.sleep(0.05)
-    assert view.stats["rereads"] == 1
+    _finish_reread(view, source)
     assert view.index.usage(u)["VCPU"] == 1 + 3
