@@ -131,9 +131,12 @@ def check_servers(client: PlacementClient, servers: Iterable[InstanceState],
     problems: list[str] = []
     for s in servers:
         inst = allocations.class_totals(client.get_consumer(s.uuid).allocations)
+        # only ``exact`` looks at finished moves: otherwise the move in
+        # progress is the one read (a server keeps every move it had)
+        moves = s.moves if exact else [m for m in s.moves[-1:] if m.in_progress]
         migs = {m.migration_uuid: allocations.class_totals(
                     client.get_consumer(m.migration_uuid).allocations)
-                for m in s.moves}
+                for m in moves}
         for who, have, need in _expected(s, inst, migs, exact, problems):
             for rc in set(have) | set(need):
                 h, n = have.get(rc, 0), need.get(rc, 0)

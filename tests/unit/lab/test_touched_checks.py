@@ -163,3 +163,40 @@ def test_damage_in_a_run_is_reported_at_its_step():
     assert first.startswith(f"after step {step} (delete)") and \
         "belongs to no server" in first, first
     del uuid
+
+
+class CountingPlacement(EmbeddedPlacement):
+    """Counts the consumers read."""
+
+    def __init__(self):
+        super().__init__()
+        self.reads = []
+
+    def get_consumer(self, consumer_uuid):
+        self.reads.append(consumer_uuid)
+        return super().get_consumer(consumer_uuid)
+
+
+def test_check_servers_reads_finished_moves_only_when_exact():
+    """A server keeps every move it had; only the exact check looks at the
+    finished ones (the others read the instance and the move in progress)."""
+    client = CountingPlacement()
+    sim = _run(client)
+    uuid = _a_server(sim)
+    server = sim.model.servers[uuid]
+    for _ in range(3):
+        sim.model.resize(uuid, server.flavor, allow_same_host=True)
+        sim.model.confirm(uuid)
+    sim.model.resize(uuid, server.flavor, allow_same_host=True)
+    state = sim.model.state_of(uuid)
+    migrations = [m.migration_uuid for m in state.moves]
+    assert len(migrations) == 4
+    for exact, wanted in ((False, [uuid, migrations[-1]]),
+                          (True, [uuid] + migrations)):
+        client.reads.clear()
+        assert invariants.check_servers(client, [state], exact) == []
+        assert client.reads == wanted
+    sim.model.confirm(uuid)
+    client.reads.clear()
+    assert invariants.check_servers(client, [sim.model.state_of(uuid)], False) == []
+    assert client.reads == [uuid]
