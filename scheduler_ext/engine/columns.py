@@ -247,6 +247,11 @@ class Column:
         self.min_max = min(self.min_max, inv.max_unit)
         self.steps = self.steps or inv.step_size != 1
 
+    def holds(self, row: int) -> bool:
+        """``row`` has an inventory of this class."""
+        p = self.pos(row)
+        return p >= 0 and self.total[p] != 0
+
     def add_used(self, row: int, delta: int) -> bool:
         """Add ``delta`` to ``row``'s usage; False if it holds no inventory."""
         p = self.pos(row)

@@ -96,15 +96,17 @@ class Fit:
                 out[rows == row] += units
         return out
 
-    def allocation_request(self, i: int) -> dict:
-        """The allocation request picked for root ``rows[i]``: amounts of
-        one class from one provider summed over the groups, and the
-        providers of each group (``mappings``, placement 1.34)."""
-        return self.allocation_requests([i])[0]
+    def root(self, i: int) -> str:
+        """The uuid of root ``rows[i]``."""
+        return self.index.uuids[int(self.rows[i])]
 
-    def allocation_requests(self, positions: list[int]) -> list[dict]:
-        """``allocation_request`` of each position, built in one pass (the
-        providers of every group gathered once, not per root)."""
+    def picks(self, positions: list[int]
+              ) -> list[tuple[dict[str, dict[str, int]], dict[str, list[str]]]]:
+        """Per position, the allocation picked for root ``rows[i]`` as
+        (``{rp: {rc: units}}``, amounts of one class from one provider
+        summed over the groups; placement's ``mappings``: the providers of
+        each group), built in one pass (each group's providers gathered
+        once, not per root)."""
         u = self.index.uuids
         pos = np.asarray(positions, np.int64)
         unnumbered = [(rc, amount, self.sources[rc][pos].tolist())
@@ -114,22 +116,34 @@ class Fit:
                     for group in self.request.granular]
         out = []
         for j in range(len(pos)):
-            allocs: dict[str, dict] = {}
+            allocs: dict[str, dict[str, int]] = {}
             mappings: dict[str, list[str]] = {}
             for rc, amount, rows in unnumbered:
-                rp = u[rows[j]]
-                res = allocs.setdefault(rp, {"resources": {}})["resources"]
+                res = allocs.setdefault(u[rows[j]], {})
                 res[rc] = res.get(rc, 0) + amount
             if unnumbered:
                 mappings[""] = sorted({u[rows[j]] for _, _, rows in unnumbered})
             for suffix, resources, rows in granular:
                 rp = u[rows[j]]
                 mappings[suffix] = [rp]
-                for rc, amount in resources.items():
-                    res = allocs.setdefault(rp, {"resources": {}})["resources"]
+                for rc, amount in resources.items():    # none: a resourceless group
+                    res = allocs.setdefault(rp, {})
                     res[rc] = res.get(rc, 0) + amount
-            out.append({"allocations": allocs, "mappings": mappings})
+            out.append((allocs, mappings))
         return out
+
+    def picked(self, i: int) -> tuple[dict[str, dict[str, int]], dict[str, list[str]]]:
+        """``picks`` of one position."""
+        return self.picks([i])[0]
+
+    def allocation_requests(self, positions: list[int]) -> list[dict]:
+        """``picks`` as placement's allocation requests (1.34+)."""
+        return [{"allocations": {rp: {"resources": res} for rp, res in allocs.items()},
+                 "mappings": mappings} for allocs, mappings in self.picks(positions)]
+
+    def allocation_request(self, i: int) -> dict:
+        """``allocation_requests`` of one position."""
+        return self.allocation_requests([i])[0]
 
     def provider_summaries(self, positions) -> dict[str, dict]:
         """Summaries of every provider of the trees used by the picks at

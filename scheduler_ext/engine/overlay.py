@@ -26,7 +26,7 @@ def released(ix: "CapacityIndex", allocs: Any) -> Iterator[dict[tuple[int, str],
             row = ix.row_of.get(rp)
             for rc, n in res.items():
                 col = ix.columns.get(rc)
-                if row is None or col is None or col.summary(row) is None:
+                if row is None or col is None or not col.holds(row):
                     continue
                 overlay[(row, rc)] = overlay.get((row, rc), 0) + n
     done: list[tuple[int, str, int]] = []

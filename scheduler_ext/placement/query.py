@@ -163,6 +163,16 @@ class RequestGroup:
                        "group suffixes are 1-64 characters of [a-zA-Z0-9_-]")
         _normalize_group(self, self.suffix)
 
+    @classmethod
+    def unnumbered_of(cls, request: "CandidateRequest") -> "RequestGroup":
+        """The unnumbered group of ``request``, whose fields are normalized
+        and checked already: built without checking them again."""
+        group = object.__new__(cls)
+        object.__setattr__(group, "suffix", "")
+        for f in dataclasses.fields(cls)[1:]:
+            object.__setattr__(group, f.name, getattr(request, f.name))
+        return group
+
     @property
     def trait_groups(self) -> tuple[frozenset[str], ...]:
         return trait_groups_of(self)
@@ -262,9 +272,7 @@ class CandidateRequest:
         """The unnumbered group, or None when the request has none."""
         if not self.resources:
             return None
-        return RequestGroup("", self.resources, self.required, self.forbidden,
-                            self.required_any, self.member_of,
-                            self.forbidden_aggregates, self.in_tree)
+        return RequestGroup.unnumbered_of(self)
 
     @functools.cached_property
     def groups(self) -> tuple[RequestGroup, ...]:

@@ -60,8 +60,8 @@ class EngineCandidateSource:
         weigh_fit = fit_r if fit_r is not None else fit_h
         weights = self.weigher.weigh(weigh_fit.free, len(weigh_fit))
         # every host weighed against the same (released) view
-        pos_h = np.searchsorted(weigh_fit.rows, fit_h.rows)
-        w_h = weights[pos_h]
+        w_h = weights if weigh_fit is fit_h else \
+            weights[np.searchsorted(weigh_fit.rows, fit_h.rows)]
         src_row = self.index.row_of.get(source)
         same = held_source = None
         if src_row is not None:
@@ -101,6 +101,5 @@ def _position(rows: np.ndarray, row: int) -> int | None:
 
 
 def _candidate(fit: Fit, i: int, weight: float) -> Candidate:
-    request = fit.allocation_request(i)
-    return Candidate(fit.uuids(np.array([i]))[0], allocations.from_request(request),
-                     float(weight), request.get("mappings"))
+    allocs, mappings = fit.picked(i)
+    return Candidate(fit.root(i), allocs, float(weight), mappings)

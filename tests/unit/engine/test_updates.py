@@ -167,6 +167,8 @@ def test_released_frees_the_moving_servers_usage(two_hosts):
 def test_released_ignores_what_the_index_lacks_and_checks_input(two_hosts):
     p, n, index = two_hosts
     stale = {str(uuid.uuid4()): {"VCPU": 1}, n["cn1"]: {"DISK_GB": 5}}
+    disk = index.columns["DISK_GB"]
+    assert disk.holds(index.row_of[n["pool"]]) and not disk.holds(index.row_of[n["cn1"]])
     assert roots(index, released=stale, VCPU=4) == sorted([n["cn1"], n["cn2"]])
     with pytest.raises(errors.InvalidRequest) as exc:
         index.fit(CandidateRequest({"VCPU": 1}), released={"not-a-uuid": {"VCPU": 1}})

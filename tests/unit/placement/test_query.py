@@ -153,6 +153,20 @@ def test_granular_round_trip():
     assert CandidateRequest.from_query(q) == r
 
 
+def test_the_unnumbered_group_is_the_requests_own_fields():
+    r = CandidateRequest({"VCPU": 2, "DISK_GB": 10}, required={"HW_CPU_X86_AVX"},
+                         forbidden={"CUSTOM_SLOW"},
+                         required_any=[{"CUSTOM_A", "CUSTOM_B"}],
+                         member_of=[[AGG.upper(), AGG2]],
+                         forbidden_aggregates={AGG2}, in_tree=AGG)
+    built = RequestGroup("", {"VCPU": 2, "DISK_GB": 10}, {"HW_CPU_X86_AVX"},
+                         {"CUSTOM_SLOW"}, ({"CUSTOM_A", "CUSTOM_B"},),
+                         ([AGG, AGG2],), {AGG2}, AGG)
+    assert r.unnumbered == built
+    assert r.groups == (built,) and r.unnumbered.trait_groups == built.trait_groups
+    assert not r.unnumbered.granular
+
+
 def test_only_granular_groups():
     r = CandidateRequest.from_query([("resources1", "VGPU:1")])
     assert r.resources == {} and r.unnumbered is None
