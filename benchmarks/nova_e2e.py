@@ -237,7 +237,8 @@ def run_size(n: int, args: argparse.Namespace) -> dict:
     instrument(timer)
     with e2e.loaded_placement(n, "postgresql", args.seed, wsgi_workers=args.wsgi_workers,
                               fleet=nova_fleet(n, args.seed)) \
-            as (url, db_url, fleet), tempfile.TemporaryDirectory() as workdir:
+            as (url, db_url, fleet), \
+            tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as workdir:
         api_db, cell_db = nova_cell.configure(workdir, url)
         disabled = {r for r in range(len(fleet)) if "COMPUTE_STATUS_DISABLED"
                     in fleet.trait_sets[fleet.trait_set_of[r]]}
