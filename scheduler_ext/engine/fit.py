@@ -156,12 +156,14 @@ class Fit:
             return self.index.provider_summaries(
                 self.index.tree_members(rows), self.released)
 
-    def best(self, k: int = 1, *, weigher: weighing.Weigher | None = None,
-             host_subset_size: int = 1,
-             rng: random.Random | int | None = None) -> list[Choice]:
-        """The ``k`` best roots: weighed by ``weigher`` (none: all weigh 0,
-        so uuid order), ties broken by uuid, the first drawn among the best
-        ``host_subset_size`` with ``rng`` (a ``random.Random`` or a seed)."""
+    def best_positions(self, k: int = 1, *, weigher: weighing.Weigher | None = None,
+                       host_subset_size: int = 1,
+                       rng: random.Random | int | None = None
+                       ) -> tuple[list[int], list[float]]:
+        """(positions, weights) of the ``k`` best roots: weighed by
+        ``weigher`` (none: all weigh 0, so uuid order), ties broken by
+        uuid, the first drawn among the best ``host_subset_size`` with
+        ``rng`` (a ``random.Random`` or a seed)."""
         if isinstance(rng, int):
             rng = random.Random(rng)
         if weigher is None:
@@ -171,8 +173,15 @@ class Fit:
         order = weighing.top_k(weights, self.index.key_hi, self.index.key_lo,
                                max(k, host_subset_size), rows=self.rows)
         order = weighing.subset_first(order, host_subset_size, rng)[:k]
+        return order.tolist(), weights[order].tolist()
+
+    def best(self, k: int = 1, *, weigher: weighing.Weigher | None = None,
+             host_subset_size: int = 1,
+             rng: random.Random | int | None = None) -> list[Choice]:
+        """The ``k`` best roots (see ``best_positions``), each with its
+        allocation request."""
+        picked, weights = self.best_positions(
+            k, weigher=weigher, host_subset_size=host_subset_size, rng=rng)
         u = self.index.uuids
-        picked = order.tolist()
-        return [Choice(u[r], float(w), req) for r, w, req in zip(
-            self.rows[order].tolist(), weights[order].tolist(),
-            self.allocation_requests(picked))]
+        return [Choice(u[r], w, req) for r, w, req in zip(
+            self.rows[picked].tolist(), weights, self.allocation_requests(picked))]

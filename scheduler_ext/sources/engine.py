@@ -46,12 +46,12 @@ class EngineCandidateSource:
 
     # --------------------------------------------------------- candidates
     def candidates(self, query: CandidateRequest, *, limit: int) -> list[Candidate]:
-        choices = self.index.select(
-            query, weigher=self.weigher, k=limit,
-            host_subset_size=self.host_subset_size)
-        return [Candidate(c.root, allocations.from_request(c.allocation_request),
-                          c.weight, c.allocation_request.get("mappings"))
-                for c in choices]
+        fit = self.index.fit(query)
+        picked, weights = fit.best_positions(
+            limit, weigher=self.weigher, host_subset_size=self.host_subset_size)
+        u = self.index.uuids
+        return [Candidate(u[r], allocs, w, mappings) for r, w, (allocs, mappings)
+                in zip(fit.rows[picked].tolist(), weights, fit.picks(picked))]
 
     def move_candidates(self, query: CandidateRequest, *, limit: int,
                         source: str, released: Allocations | None) -> MoveCandidates:

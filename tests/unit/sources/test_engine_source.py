@@ -5,8 +5,12 @@ import uuid
 
 import pytest
 
+from scheduler_ext import driver as se_driver
 from scheduler_ext import errors
-from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement
+from scheduler_ext.lab.fleet import SHARING_TRAIT, add_host
+from scheduler_ext.placement import (AllocationWrite, EmbeddedPlacement,
+                                     Inventory, allocations)
+from scheduler_ext.sources.engine import EngineCandidateSource
 from scheduler_ext.moves.request import ScheduleRequest
 from scheduler_ext.placement.query import CandidateRequest
 from tests.unit.helpers import small_host, start
@@ -80,3 +84,24 @@ def test_ranking_filters_every_decision():
         ScheduleRequest((str(uuid.UUID(int=n)),), CandidateRequest({"VCPU": 1}),
                         "p", "u"))[0]}
     assert hosts[0] in roots
+
+
+def test_candidates_are_the_engines_best_with_their_allocations():
+    """The source's candidates, built from the fit's picks, are the
+    engine's ``select`` answer: same roots, order, weights, allocations
+    (the sharing provider's disk included) and mappings."""
+    client = EmbeddedPlacement()
+    agg = str(uuid.UUID(int=77))
+    for i in range(6):
+        small_host(client, f"host{i}", disk=i % 2 == 0, aggregates=(agg,))
+    add_host(client, "ss", {"DISK_GB": Inventory(5000)}, (agg,), (SHARING_TRAIT,))
+    source = EngineCandidateSource(client, se_driver.make_conf())
+    query = CandidateRequest({"VCPU": 1, "MEMORY_MB": 1024, "DISK_GB": 100})
+    got = source.candidates(query, limit=4)
+    expected = source.index.select(query, weigher=source.weigher, k=4)
+    assert [(c.root, c.weight, allocations.copy(c.allocations), c.mappings)
+            for c in got] == \
+        [(e.root, e.weight, allocations.from_request(e.allocation_request),
+          e.allocation_request["mappings"]) for e in expected]
+    assert len(got) == 4
+    assert any(len(c.allocations) == 2 for c in got)   # disk on the sharing one
