@@ -128,7 +128,8 @@ def plot(results: list[dict], path: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 5))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(18, 6.5),
+                                  gridspec_kw={"width_ratios": [2.2, 1]})
     labels, bottoms = [], []
     colors = dict(zip(PHASES, ("#4c72b0", "#55a868", "#c44e52", "#8172b2", "#ccb974",
                                "#aaaaaa")))
@@ -143,12 +144,14 @@ def plot(results: list[dict], path: str) -> None:
                            label=p if x == 0 else None)
                     base += st[p]["p50"]
                 ax.plot([x - 0.4, x + 0.4], [st["total"]["p99"]] * 2, color="black")
-                labels.append(f"{r['compute_hosts'] / 1000:g}k\n{sched}\n{kind}")
+                labels.append(f"{r['compute_hosts'] / 1000:g}k {sched} {kind}")
                 bottoms.append(x)
                 x += 1
             x += 0.5
-    ax.set_xticks(bottoms, labels, fontsize=7)
-    ax.set_ylabel("ms per decision (bars: p50 split; line: p99 total)")
+    ax.set_xticks(bottoms, labels, fontsize=7, rotation=90)
+    ax.set_yscale("symlog", linthresh=100)   # stock's seconds beside ours' ms
+    ax.set_ylabel("ms per decision (bars: p50 split; line: p99 total; "
+                  "linear below 100 ms, log above)")
     ax.set_title("select_destinations, stock nova vs scheduler-ext")
     ax.legend()
     for sched, style in (("stock", "o--"), ("ours", "s-"), ("ours-limit", "^-")):
