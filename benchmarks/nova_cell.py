@@ -125,15 +125,20 @@ def flavor(name: str) -> objects.Flavor:
                           disabled=False, is_public=True, description=None)
 
 
-def request_spec(ctx, instance_uuid: str, flavor_name: str) -> objects.RequestSpec:
+def request_spec(ctx, instance_uuid: str, flavor_name: str,
+                 resize: bool = False) -> objects.RequestSpec:
     """What nova's conductor hands the scheduler for a boot (or, with the
-    new flavor and the same host allowed, a resize)."""
+    new flavor, the same host allowed and the instance's cell as the
+    requested destination, a resize)."""
     spec = objects.RequestSpec.from_components(
         ctx, instance_uuid, objects.ImageMeta.from_dict({"properties": {}}),
         flavor(flavor_name), None, None, {}, None, None,
         project_id="bench", user_id="bench")
     spec.ignore_hosts = []
     spec.is_bfv = False
+    if resize:   # as nova's MigrationTask sets it
+        spec.requested_destination = objects.Destination(
+            cell=objects.CellMappingList.get_all(ctx)[0])
     return spec
 
 

@@ -126,8 +126,9 @@ def latency(mgrs: dict, client: HttpPlacement, cell_db: str, hosts, decisions: i
                         src = rng.choice(hosts)
                         inst = nova_cell.start_resize(ctx, client, cell_db, src,
                                                       "small", "medium")
-                spec = nova_cell.request_spec(ctx, inst, "medium" if kind == "resize"
-                                              else rng.choice(list(nova_cell.FLAVORS)))
+                spec = nova_cell.request_spec(
+                    ctx, inst, "medium" if kind == "resize"
+                    else rng.choice(list(nova_cell.FLAVORS)), resize=kind == "resize")
                 select = _limited(mgrs, sched, limit)
                 phases, out = timer.decision(lambda: select(
                     ctx, spec_obj=spec, instance_uuids=[inst], return_objects=True,

@@ -112,14 +112,19 @@ class SchedulerDriver:
         the configured number for this call; ``ranking`` (nova's host
         filters and weighers, for instance) filters and orders the
         candidates of this call."""
-        if request.move is not None:
+        move = request.move
+        if move is not None and not (
+                move.migration_held is not None and
+                move.source_root in move.migration_held.allocations):
+            # (placement itself named the source when it holds the
+            # migration's allocations there: no read needed)
             try:
-                self.client.get_provider(request.move.source_root)
+                self.client.get_provider(move.source_root)
             except errors.NotFound:
                 raise errors.InvalidRequest(
-                    f"move.source_root={request.move.source_root!r}: no such "
+                    f"move.source_root={move.source_root!r}: no such "
                     "provider in placement", field="move.source_root",
-                    value=request.move.source_root) from None
+                    value=move.source_root) from None
         self.source.refresh()
         try:
             return self.strategy.select(request, max_alternates, ranking)

@@ -25,6 +25,9 @@ class Held:
     instance: ConsumerAllocations
     migration_uuid: str | None = None
     migration: ConsumerAllocations = _EMPTY
+    #: the instance was taken to hold nothing, not read (a move's instance:
+    #: nova's conductor moved everything it held to the migration)
+    guessed: bool = False
 
     def consumers(self) -> Iterator[tuple[str, str, ConsumerAllocations]]:
         """(consumer uuid, consumer type, what it holds) of each consumer."""
@@ -38,21 +41,35 @@ class Held:
         return allocations.total(*(c.allocations for _, _, c in self.consumers()))
 
 
+class GuessedWrong(errors.SchedulerExtError):
+    """A move's instance, taken to hold nothing, holds allocations:
+    placement refused the claim and nothing was written. ``now`` is what
+    the consumers hold, read after the refusal: the decision is made
+    again from it."""
+
+    def __init__(self, instance: str, now: Held):
+        super().__init__(f"instance {instance} holds allocations on "
+                         f"{', '.join(sorted(now.instance.allocations))}")
+        self.now = now
+
+
 def start(client: PlacementClient, request: ScheduleRequest, instance: str) -> Held:
     """What the consumers hold as a decision starts, read only where
-    nothing is known: a boot's instance is taken to be a new consumer
-    (generation null), as nova's own claim takes it; a move's migration is
-    taken as the adapter read it when it found the move
-    (``MoveContext.migration_held``). Every write made from this carries
-    the consumer generations, so placement refuses it if either guess is
-    wrong, and ``reread_unchanged`` then reads them."""
+    nothing is known: the instance is taken to be a new consumer
+    (generation null, holding nothing), as nova's own claim takes it for a
+    boot and as nova's conductor leaves it for a move (it moves what the
+    instance held to the migration); a move's migration is taken as the
+    adapter read it when it found the move (``MoveContext.migration_held``).
+    Every write made from this carries the consumer generations, so
+    placement refuses it if a guess is wrong, and ``reread_unchanged``
+    then reads them. Without ``migration_held`` both are read."""
     move = request.move
     if move is None:
         return Held(instance, _EMPTY)
     if move.migration_held is None:
         return read(client, request, instance)
-    return Held(instance, client.get_consumer(instance), move.migration_uuid,
-                move.migration_held)
+    return Held(instance, _EMPTY, move.migration_uuid, move.migration_held,
+                guessed=True)
 
 
 def read(client: PlacementClient, request: ScheduleRequest, instance: str) -> Held:
@@ -72,7 +89,10 @@ def reread_unchanged(client: PlacementClient, request: ScheduleRequest,
     naming the instance: the writes were computed from allocations that
     are gone (nova's conductor moved them back, for instance), so retrying
     them would write stale contents. A boot's instance found holding
-    allocations raises ConsumerExists (nova evacuates that way)."""
+    allocations raises ConsumerExists (nova evacuates that way); a move's
+    instance guessed empty and found holding allocations, its migration
+    unchanged, raises GuessedWrong (the decision is made again from the
+    read)."""
     now = read(client, request, instance)
     if request.move is None and now.instance.allocations:
         raise errors.ConsumerExists(
@@ -82,6 +102,8 @@ def reread_unchanged(client: PlacementClient, request: ScheduleRequest,
     changed = [consumer for (consumer, _, was), (_, _, cur)
                in zip(before.consumers(), now.consumers())
                if allocations.copy(was.allocations) != allocations.copy(cur.allocations)]
+    if changed == [instance] and before.guessed:
+        raise GuessedWrong(instance, now)
     if changed:
         raise errors.ConcurrentUpdate(
             f"instance {instance}: the allocations of {', '.join(changed)} "

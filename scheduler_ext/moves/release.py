@@ -66,6 +66,8 @@ def place_with_real_release(strategy: "SameHostMoveStrategy",
         raise errors.SchedulerExtError(
             f"instance {instance}: a real release needs the release journal "
             "([scheduler_ext] release_journal_dir); nothing was written")
+    if held.guessed:   # what is released and restored must be read
+        held = consumers.read(client, request, instance)
     old = held.old()
     assert held.migration_uuid is not None
     journal.record(held, request.project_id, request.user_id)

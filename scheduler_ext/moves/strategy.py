@@ -107,9 +107,17 @@ class SameHostMoveStrategy:
 
     def _place(self, source: CandidateSource, request: ScheduleRequest,
                instance: str, alts: int) -> list[Selection]:
+        held = consumers.start(self.client, request, instance)
+        try:
+            return self._place_from(source, request, instance, held, alts)
+        except consumers.GuessedWrong as wrong:
+            LOG.info("%s: deciding again from what placement holds", wrong)
+            return self._place_from(source, request, instance, wrong.now, alts)
+
+    def _place_from(self, source: CandidateSource, request: ScheduleRequest,
+                    instance: str, held: Held, alts: int) -> list[Selection]:
         move = request.move
         limit = self.max_claim_attempts + alts + 1
-        held = consumers.start(self.client, request, instance)
         old = held.old()
         if move is not None and old and move.source_root not in old:
             LOG.warning("instance %s: old allocations %s are not on the "

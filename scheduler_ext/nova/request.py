@@ -7,7 +7,8 @@ such as ``OWNER_NOVA``), parsed by the one query parser
 (``CandidateRequest.from_query``, by the rules of microversion 1.36, the
 one nova sends it with), granular groups, ``group_policy`` and
 ``same_subtree`` included. A resize or cold migration is recognised by
-its ``pre-migrating`` Migration record. A query placement would refuse
+its ``pre-migrating`` Migration record, looked for only in a request with
+a ``requested_destination`` (``may_be_move``). A query placement would refuse
 raises ``UseNova``.
 """
 
@@ -102,12 +103,27 @@ def instance_cell(context, instance_uuid: str):
     return mapping.cell_mapping
 
 
+def may_be_move(spec_obj) -> bool:
+    """Whether ``spec_obj``, as the conductor sent it (before the request
+    filters, which may add a destination of their own), can be a resize or
+    cold migration. nova's conductor gives every one a
+    ``requested_destination`` (``MigrationTask`` sets its cell, nova >= 21);
+    a boot has one only when a host or node was asked for. Without one no
+    Migration record is looked for: a boot costs no database read here."""
+    return bool("requested_destination" in spec_obj and
+                spec_obj.requested_destination)
+
+
 def find_move(context, instance_uuid: str, spec_obj,
               client: PlacementClient) -> MoveContext | None:
     """The resize or cold migration being scheduled for the instance, from
     its ``pre-migrating`` Migration record (None if there is none or its
-    migration consumer holds nothing, i.e. nothing was moved to it)."""
-    cell = instance_cell(context, instance_uuid)
+    migration consumer holds nothing, i.e. nothing was moved to it). The
+    record is looked for in the cell the conductor asked for (it asks for
+    the instance's own), else in the instance's mapped cell."""
+    dest = spec_obj.requested_destination if may_be_move(spec_obj) else None
+    cell = dest.cell if dest is not None and "cell" in dest and dest.cell \
+        else instance_cell(context, instance_uuid)
     if cell is None:
         return None
     with nova_context.target_cell(context, cell) as cctxt:

@@ -8,7 +8,8 @@ One call:
 2. nova's placement query for the spec becomes our query
    (``request.parse_query``);
 3. a resize or cold migration is recognised by its ``pre-migrating``
-   Migration record (``request.find_move``);
+   Migration record (``request.find_move``), looked for only when the
+   conductor sent a ``requested_destination`` (``request.may_be_move``);
 4. our driver chooses and claims, its candidates ranked per call by nova's
    host filters and weighers (``ranking.NovaRanking``);
 5. the claimed host and the alternates become nova ``Selection`` objects
@@ -83,6 +84,7 @@ class NovaScheduler:
             raise UseNova("no instance uuids (a conductor older than Queens)")
         if sched_utils.request_is_rebuild(spec_obj):
             raise UseNova("a rebuild checks the current host only")
+        may_move = nova_request.may_be_move(spec_obj)
         spec = spec_obj.obj_clone()
         try:
             request_filter.process_reqspec(context, spec)
@@ -93,13 +95,13 @@ class NovaScheduler:
         try:
             with self.lock:
                 return self._select(context, spec, list(instance_uuids),
-                                    query, num_alts)
+                                    query, num_alts, may_move)
         except errors.SchedulerExtError as exc:   # placement unreachable...
             LOG.error("scheduling %s failed: %s", instance_uuids, exc)
             raise exception.NoValidHost(reason=public_reason(exc))
 
     def _requests(self, context, spec, instance_uuids: list[str],
-                  query) -> list[ScheduleRequest]:
+                  query, may_move: bool) -> list[ScheduleRequest]:
         """One request per instance. An instance that already holds
         allocations without a resize or cold migration (an evacuation) is
         found by its claim, which placement refuses for a new consumer
@@ -107,15 +109,15 @@ class NovaScheduler:
         requests = []
         for uuid in instance_uuids:
             move = (nova_request.find_move(context, uuid, spec, self.client)
-                    if len(instance_uuids) == 1 else None)
+                    if may_move and len(instance_uuids) == 1 else None)
             requests.append(nova_request.schedule_request(
                 query, uuid, spec, context, move))
         return requests
 
     def _select(self, context, spec, instance_uuids: list[str],
-                query, num_alts: int) -> list[list]:
+                query, num_alts: int, may_move: bool) -> list[list]:
         admin = context.elevated()
-        requests = self._requests(admin, spec, instance_uuids, query)
+        requests = self._requests(admin, spec, instance_uuids, query, may_move)
         ranking = NovaRanking(admin, spec, self.host_manager,
                               host_limit(query.limit, self.driver))
         self._notify(context, spec, "start")

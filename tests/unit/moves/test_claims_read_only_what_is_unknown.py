@@ -1,10 +1,14 @@
 """A claim reads only the consumers nothing is known of: a boot claims for a
 new consumer without reading it first (as nova's own claim does), and a
-move reuses the read of its migration consumer that found the move. A wrong
-guess is found by placement's refusal and nothing is written: an instance
-that already holds allocations (nova evacuates that way) raises
-ConsumerExists; a migration written since it was read is read again."""
+move takes its instance as holding nothing (nova's conductor moved what it
+held to the migration) and reuses the read of its migration consumer that
+found the move. A wrong guess is found by placement's refusal and nothing
+is written: an instance that already holds allocations raises
+ConsumerExists for a boot (nova evacuates that way) and has the move
+decided again from what it holds; a migration written since it was read is
+read again."""
 
+import dataclasses
 import uuid
 
 import pytest
@@ -39,6 +43,11 @@ class CountingReads:
         if not self.writes:
             self.reads_before_write += 1
         return self.inner.get_consumer(consumer)
+
+    def get_provider(self, rp):
+        if not self.writes:
+            self.reads_before_write += 1
+        return self.inner.get_provider(rp)
 
     def post_allocations(self, writes):
         self.writes += 1
@@ -104,8 +113,51 @@ def test_a_move_reuses_the_migration_read_that_found_it():
     client = CountingReads(inner)
     drv, _ = start(client)
     sels = drv.select_destinations(resize(inner, source, inner.get_consumer(MIGRATION)))[0]
-    assert client.reads_before_write == 1     # the instance only
+    # neither the instance, nor the source (the migration's read names it)
+    assert client.reads_before_write == 0
     assert_resized_in_place(inner, source, sels)
+
+
+def test_a_move_found_without_its_migration_read_reads_both():
+    inner = EmbeddedPlacement()
+    source = moved_to_migration(inner)
+    client = CountingReads(inner)
+    drv, _ = start(client)
+    sels = drv.select_destinations(resize(inner, source, None))[0]
+    assert client.reads_before_write == 3     # source, instance, migration
+    assert_resized_in_place(inner, source, sels)
+
+
+@pytest.mark.parametrize("same_host", [True, False])
+def test_a_move_whose_instance_still_holds_allocations_is_decided_again(same_host):
+    inner = EmbeddedPlacement()
+    source = moved_to_migration(inner)
+    other = small_host(inner, "other")
+    # the instance kept allocations of its own (not nova's flow)
+    kept = {"VCPU": 1, "MEMORY_MB": 512}
+    inner.put_allocations(EVACUEE, AllocationWrite(
+        {source: kept}, "p", "u", None, "INSTANCE"))
+    drv, _ = start(inner)
+    request = resize(inner, source, inner.get_consumer(MIGRATION))
+    request = dataclasses.replace(request, move=dataclasses.replace(
+        request.move, allow_same_host=same_host))
+    sels = drv.select_destinations(request)[0]
+    assert drv.strategy.stats["conflicts"] == 1   # refused, read, decided again
+    if same_host:
+        assert sels[0].root == source
+        # per class the larger of the new flavor and all that was held
+        # (migration and instance), as for any same-host resize
+        old = {rc: FLAVOR[rc] + kept.get(rc, 0) for rc in FLAVOR}
+        assert inner.get_consumer(EVACUEE).allocations == {
+            source: {rc: max(old[rc], BIGGER[rc]) for rc in FLAVOR}}
+        assert inner.get_consumer(MIGRATION).allocations == {}
+    else:
+        assert sels[0].root == other
+        assert inner.get_consumer(EVACUEE).allocations == {other: BIGGER}
+        # what the instance held joined the migration's: nothing lost
+        assert inner.get_consumer(MIGRATION).allocations == {source: {
+            rc: FLAVOR[rc] + kept.get(rc, 0) for rc in FLAVOR}}
+    assert invariants.check_providers(inner) == []
 
 
 def test_a_migration_rewritten_since_its_read_is_read_again():

@@ -3,6 +3,7 @@ crash-safe. The release is journaled first; any exception after it, ours
 or not, restores; a crash leaves the journal entry, which a restarted
 scheduler's recovery restores."""
 
+import dataclasses
 import uuid
 
 import pytest
@@ -138,3 +139,21 @@ def test_no_release_without_the_journal(setup, tmp_path):
     with pytest.raises(errors.SchedulerExtError, match="release journal"):
         s.select(request)
     _as_before(inner, host, server, migration)
+
+
+def test_a_real_release_reads_an_instance_taken_as_empty(setup):
+    """A move found with its migration read takes the instance as holding
+    nothing; a real release journals and releases what placement holds."""
+    inner, host, server, migration, request, journal, strategy = setup
+    kept = {"MEMORY_MB": 512}
+    inner.put_allocations(server, AllocationWrite({host: kept}, "p", "u", None))
+    request = dataclasses.replace(request, move=dataclasses.replace(
+        request.move, migration_held=inner.get_consumer(migration)))
+    client = FailAt(inner, 2, Dies("the process dies"))   # after the release
+    with pytest.raises(Dies):
+        strategy(client).select(request)
+    [entry] = journal.entries()
+    assert entry["held"] == {migration: {host: OLD}, server: {host: kept}}
+    assert ReleaseJournal(journal.directory).recover(inner, stale=0) == [migration]
+    assert inner.get_consumer(server).allocations == {host: kept}
+    assert inner.get_consumer(migration).allocations == {host: OLD}
