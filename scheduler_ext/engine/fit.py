@@ -109,27 +109,59 @@ class Fit:
         once, not per root)."""
         u = self.index.uuids
         pos = np.asarray(positions, np.int64)
-        unnumbered = [(rc, amount, self.sources[rc][pos].tolist())
-                      for rc, amount in self.request.resources.items()]
-        granular = [(group.suffix, group.resources,
-                     self.granular[group.suffix][pos].tolist())
-                    for group in self.request.granular]
-        out = []
-        for j in range(len(pos)):
-            allocs: dict[str, dict[str, int]] = {}
-            mappings: dict[str, list[str]] = {}
-            for rc, amount, rows in unnumbered:
-                res = allocs.setdefault(u[rows[j]], {})
-                res[rc] = res.get(rc, 0) + amount
-            if unnumbered:
-                mappings[""] = sorted({u[rows[j]] for _, _, rows in unnumbered})
-            for suffix, resources, rows in granular:
-                rp = u[rows[j]]
+        out = self._unnumbered_all(pos)
+        for suffix, resources, rows in [
+                (group.suffix, group.resources,
+                 self.granular[group.suffix][pos].tolist())
+                for group in self.request.granular]:
+            for (allocs, mappings), row in zip(out, rows):
+                rp = u[row]
                 mappings[suffix] = [rp]
                 for rc, amount in resources.items():    # none: a resourceless group
                     res = allocs.setdefault(rp, {})
                     res[rc] = res.get(rc, 0) + amount
-            out.append((allocs, mappings))
+        return out
+
+    def _unnumbered_all(self, pos: np.ndarray
+                        ) -> list[tuple[dict[str, dict[str, int]], dict[str, list[str]]]]:
+        """``picks`` of the unnumbered group. A pick takes each class from
+        the root or from one other provider (shared disk, say): such picks
+        are built as copies of two dicts, the rest class by class."""
+        u = self.index.uuids
+        amounts = list(self.request.resources.items())
+        if not amounts:
+            return [({}, {}) for _ in range(len(pos))]
+        roots = self.rows[pos]
+        suppliers = [self.sources[rc][pos] for rc, _ in amounts]
+        local = [rows == roots for rows in suppliers]
+        # the provider of the first class not taken from the root (-1: none)
+        other = np.full(len(pos), -1, np.int64)
+        for rows, here in zip(reversed(suppliers), reversed(local)):
+            other = np.where(here, other, rows)
+        simple = np.ones(len(pos), bool)     # every other class from ``other``
+        pattern = np.zeros(len(pos), np.int64)
+        for k, (rows, here) in enumerate(zip(suppliers, local)):
+            simple &= here | (rows == other)
+            pattern |= here.astype(np.int64) << k
+        split: dict[int, tuple[dict[str, int], dict[str, int]]] = {}
+        for p in np.unique(pattern).tolist():
+            split[p] = ({rc: n for k, (rc, n) in enumerate(amounts) if p >> k & 1},
+                        {rc: n for k, (rc, n) in enumerate(amounts) if not p >> k & 1})
+        columns = [rows.tolist() for rows in suppliers]
+        out = []
+        for j, (root, rp2, p, easy) in enumerate(zip(
+                roots.tolist(), other.tolist(), pattern.tolist(), simple.tolist())):
+            allocs: dict[str, dict[str, int]] = {}
+            if easy:
+                at_root, elsewhere = split[p]
+                if at_root:
+                    allocs[u[root]] = dict(at_root)
+                if elsewhere:
+                    allocs[u[rp2]] = dict(elsewhere)
+            else:
+                for (rc, amount), rows in zip(amounts, columns):
+                    allocs.setdefault(u[rows[j]], {})[rc] = amount
+            out.append((allocs, {"": sorted(allocs)}))
         return out
 
     def picked(self, i: int) -> tuple[dict[str, dict[str, int]], dict[str, list[str]]]:

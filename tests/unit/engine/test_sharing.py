@@ -236,3 +236,39 @@ def test_request_type_checked(probe):
     index, _ = probe
     with pytest.raises(errors.InvalidRequest):
         index.fit({"VCPU": 1})
+
+
+def test_batched_picks_are_candidates_when_classes_come_from_two_sharing_providers():
+    """Picks built in one batch: local hosts, hosts whose disk is shared,
+    and hosts taking two classes from two different sharing providers
+    (the class-by-class path) are each one of placement's candidates."""
+    p = EmbeddedPlacement()
+    agg = "8592a199-7d73-4465-8df6-ab00a6243c82"
+    p.create_resource_class("CUSTOM_SCRATCH")
+    sharing = {}
+    for name, rc in (("ss-disk", "DISK_GB"), ("ss-scratch", "CUSTOM_SCRATCH")):
+        rp = p.create_provider(name)
+        g = p.set_inventories(rp.uuid, 0, {rc: Inventory(1000)})
+        g = p.set_aggregates(rp.uuid, g, [agg])
+        p.set_traits(rp.uuid, g, ["MISC_SHARES_VIA_AGGREGATE"])
+        sharing[rc] = rp.uuid
+    for i in range(6):
+        rp = p.create_provider(f"cn{i}")
+        invs = {"VCPU": Inventory(4), "MEMORY_MB": Inventory(4096)}
+        if i % 2:
+            invs["DISK_GB"] = Inventory(100)
+        g = p.set_inventories(rp.uuid, 0, invs)
+        p.set_aggregates(rp.uuid, g, [agg])
+    index = CapacityIndex.from_snapshot(p.snapshot())
+    for wanted in ({"VCPU": 1, "DISK_GB": 10},
+                   {"VCPU": 1, "MEMORY_MB": 64, "DISK_GB": 10, "CUSTOM_SCRATCH": 5}):
+        request = CandidateRequest(wanted)
+        fit = index.fit(request)
+        every = index.candidates(request)["allocation_requests"]
+        picks = fit.allocation_requests(list(range(len(fit))))
+        assert len(picks) == 6
+        for pick in picks:
+            assert pick in every
+            assert pick["mappings"][""] == sorted(pick["allocations"])
+        if "CUSTOM_SCRATCH" in wanted:
+            assert all(sharing["CUSTOM_SCRATCH"] in pick["allocations"] for pick in picks)
