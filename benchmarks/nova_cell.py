@@ -30,6 +30,7 @@ from nova.objects import service as service_obj
 
 from scheduler_ext.engine.fleet_arrays import ColumnarFleet
 from scheduler_ext.placement import AllocationWrite
+from scheduler_ext.placement.model import SHARING_TRAIT
 from scheduler_ext.placement.http import HttpPlacement
 
 CONF = nova.conf.CONF
@@ -63,7 +64,9 @@ def configure(workdir: str, placement_url: str) -> tuple[str, str]:
 def create_databases(api_db: str, cell_db: str, fleet: ColumnarFleet,
                      disabled: set[int]) -> list[tuple[str, str]]:
     """Schemas, the cell mapping, and a service and compute node row per
-    compute host (every fleet row with VCPU); returns (host, node uuid)."""
+    compute host (every fleet row with VCPU); returns (host, node uuid).
+    A host without local disk reports its aggregate's shared pool, as
+    nova-compute does for an instances path on a shared filesystem."""
     for url, base in ((api_db, api_models.BASE), (cell_db, main_models.BASE)):
         engine = sa.create_engine(url)
         base.metadata.create_all(engine)
@@ -75,6 +78,11 @@ def create_databases(api_db: str, cell_db: str, fleet: ColumnarFleet,
     mem = fleet.inventories["MEMORY_MB"]
     disk = fleet.inventories["DISK_GB"]
     disk_of = dict(zip(disk.rows.tolist(), zip(disk.total.tolist(), disk.used.tolist())))
+    # a compute node whose disk is a shared pool reports the pool (its
+    # instances path is the pool's mount): size and space used
+    pool_of_aggregates = {
+        fleet.aggregate_set_of[row]: disk_of[row] for row in disk.rows.tolist()
+        if SHARING_TRAIT in fleet.trait_sets[fleet.trait_set_of[row]]}
     now = datetime.datetime.utcnow()
     hosts, services, nodes = [], [], []
     for k, row in enumerate(vcpu.rows.tolist()):
@@ -90,7 +98,8 @@ def create_databases(api_db: str, cell_db: str, fleet: ColumnarFleet,
         nodes.append(_compute_node(
             k + 1, host, uuid, (int(vcpu.total[k]), int(vcpu.used[k])),
             (int(mem.total[k]), int(mem.used[k] + mem.reserved[k])),
-            disk_of.get(row, (0, 0)), now))
+            disk_of.get(row) or pool_of_aggregates.get(
+                fleet.aggregate_set_of[row], (0, 0)), now))
     engine = sa.create_engine(cell_db)
     with engine.begin() as conn:
         conn.execute(main_models.Service.__table__.insert(), services)
