@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -100,7 +100,7 @@ class Fit:
         """The uuid of root ``rows[i]``."""
         return self.index.uuids[int(self.rows[i])]
 
-    def picks(self, positions: list[int]
+    def picks(self, positions: Sequence[int] | np.ndarray
               ) -> list[tuple[dict[str, dict[str, int]], dict[str, list[str]]]]:
         """Per position, the allocation picked for root ``rows[i]`` as
         (``{rp: {rc: units}}``, amounts of one class from one provider

@@ -76,7 +76,12 @@ class EngineCandidateSource:
         idx = np.flatnonzero(keep)
         order = top_k(w_h[idx], self.index.key_hi[fit_h.rows[idx]],
                       self.index.key_lo[fit_h.rows[idx]], limit)
-        others = [_candidate(fit_h, int(idx[k]), w_h[idx[k]]) for k in order.tolist()]
+        positions = idx[order]
+        u = self.index.uuids
+        others = [Candidate(u[r], allocs, float(w), mappings)
+                  for r, w, (allocs, mappings) in zip(
+                      fit_h.rows[positions].tolist(), w_h[positions].tolist(),
+                      fit_h.picks(positions))]
         return MoveCandidates(same, others, held_source)
 
     def _on_source(self, fit: Fit, i: int, weight: float,
