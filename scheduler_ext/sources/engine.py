@@ -49,9 +49,7 @@ class EngineCandidateSource:
         fit = self.index.fit(query)
         picked, weights = fit.best_positions(
             limit, weigher=self.weigher, host_subset_size=self.host_subset_size)
-        u = self.index.uuids
-        return [Candidate(u[r], allocs, w, mappings) for r, w, (allocs, mappings)
-                in zip(fit.rows[picked].tolist(), weights, fit.picks(picked))]
+        return _candidates(fit, picked, weights)
 
     def move_candidates(self, query: CandidateRequest, *, limit: int,
                         source: str, released: Allocations | None) -> MoveCandidates:
@@ -77,11 +75,7 @@ class EngineCandidateSource:
         order = top_k(w_h[idx], self.index.key_hi[fit_h.rows[idx]],
                       self.index.key_lo[fit_h.rows[idx]], limit)
         positions = idx[order]
-        u = self.index.uuids
-        others = [Candidate(u[r], allocs, float(w), mappings)
-                  for r, w, (allocs, mappings) in zip(
-                      fit_h.rows[positions].tolist(), w_h[positions].tolist(),
-                      fit_h.picks(positions))]
+        others = _candidates(fit_h, positions, w_h[positions].tolist())
         return MoveCandidates(same, others, held_source)
 
     def _on_source(self, fit: Fit, i: int, weight: float,
@@ -105,6 +99,14 @@ def _position(rows: np.ndarray, row: int) -> int | None:
     return i if i < len(rows) and rows[i] == row else None
 
 
+def _candidates(fit: Fit, positions, weights) -> list[Candidate]:
+    """The candidates at ``positions`` of ``fit`` with their ``weights``,
+    their picks built in one batch (``Fit.picks``)."""
+    u = fit.index.uuids
+    return [Candidate(u[r], allocs, float(w), mappings)
+            for r, w, (allocs, mappings) in zip(
+                fit.rows[positions].tolist(), weights, fit.picks(positions))]
+
+
 def _candidate(fit: Fit, i: int, weight: float) -> Candidate:
-    allocs, mappings = fit.picked(i)
-    return Candidate(fit.root(i), allocs, float(weight), mappings)
+    return _candidates(fit, [i], [weight])[0]
