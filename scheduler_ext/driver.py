@@ -21,6 +21,7 @@ from scheduler_ext import errors
 from scheduler_ext.moves.journal import ReleaseJournal
 from scheduler_ext.moves.request import ScheduleRequest, Selection
 from scheduler_ext.placement import CandidatesEndpoint, PlacementClient
+from scheduler_ext.placement.model import ConsumerAllocations
 from scheduler_ext.sources.base import CandidateSource, Ranking
 
 LOG = logging.getLogger(__name__)
@@ -135,3 +136,12 @@ class SchedulerDriver:
             return self.fallback.select(request, max_alternates, ranking)
 
     __call__ = select_destinations
+
+    def read_consumer(self, consumer_uuid: str) -> ConsumerAllocations:
+        """What one consumer holds (GET /allocations/{consumer}), through the
+        candidate source's own channel when it has one (the engine with the
+        sql source: one statement on placement's database), else through
+        the placement client."""
+        read = getattr(self.source, "consumer", None)
+        held: ConsumerAllocations = (read or self.client.get_consumer)(consumer_uuid)
+        return held

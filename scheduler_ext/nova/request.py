@@ -14,6 +14,7 @@ raises ``UseNova``.
 
 from __future__ import annotations
 
+from typing import Callable
 from urllib import parse
 
 from oslo_log import log as logging
@@ -26,7 +27,8 @@ from nova.scheduler import utils as sched_utils
 
 from scheduler_ext import errors
 from scheduler_ext.moves.request import MoveContext, ScheduleRequest, Selection
-from scheduler_ext.placement import PlacementClient, allocations
+from scheduler_ext.placement import allocations
+from scheduler_ext.placement.model import ConsumerAllocations
 from scheduler_ext.placement.query import CandidateRequest
 
 CONF = nova.conf.CONF
@@ -115,12 +117,15 @@ def may_be_move(spec_obj) -> bool:
 
 
 def find_move(context, instance_uuid: str, spec_obj,
-              client: PlacementClient) -> MoveContext | None:
+              read_consumer: Callable[[str], ConsumerAllocations]
+              ) -> MoveContext | None:
     """The resize or cold migration being scheduled for the instance, from
     its ``pre-migrating`` Migration record (None if there is none or its
     migration consumer holds nothing, i.e. nothing was moved to it). The
     record is looked for in the cell the conductor asked for (it asks for
-    the instance's own), else in the instance's mapped cell."""
+    the instance's own), else in the instance's mapped cell. The migration
+    consumer is read with ``read_consumer`` (the driver's
+    ``read_consumer`` or the placement client's ``get_consumer``)."""
     dest = spec_obj.requested_destination if may_be_move(spec_obj) else None
     cell = dest.cell if dest is not None and "cell" in dest and dest.cell \
         else instance_cell(context, instance_uuid)
@@ -141,7 +146,7 @@ def find_move(context, instance_uuid: str, spec_obj,
                         migration.uuid, migration.source_node,
                         migration.source_compute)
             return None
-    held = client.get_consumer(migration.uuid)
+    held = read_consumer(migration.uuid)
     old = allocations.class_totals(held.allocations)
     if not old:
         return None

@@ -73,6 +73,9 @@ class NovaScheduler:
         self.driver = driver
         self.host_manager = host_manager
         self.client = client
+        #: the driver's consumer read when it has one (see
+        #: ``SchedulerDriver.read_consumer``), else placement's GET
+        self.read_consumer = getattr(driver, "read_consumer", client.get_consumer)
         self.lock = threading.Lock()
         self.notifier = rpc.get_notifier("scheduler")
 
@@ -108,7 +111,7 @@ class NovaScheduler:
         (``_claim`` then hands the request to nova)."""
         requests = []
         for uuid in instance_uuids:
-            move = (nova_request.find_move(context, uuid, spec, self.client)
+            move = (nova_request.find_move(context, uuid, spec, self.read_consumer)
                     if may_move and len(instance_uuids) == 1 else None)
             requests.append(nova_request.schedule_request(
                 query, uuid, spec, context, move))

@@ -32,7 +32,8 @@ from scheduler_ext import errors
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.placement import PlacementClient
 from scheduler_ext.placement.client import ChangeFeed, read_listed_providers
-from scheduler_ext.placement.model import FleetSnapshot, ProviderRecord
+from scheduler_ext.placement.model import (ConsumerAllocations, FleetSnapshot,
+                                           ProviderRecord)
 
 class ChangeFeedClient(PlacementClient, ChangeFeed, Protocol):
     """A placement client that also offers a change feed, and a snapshot
@@ -85,6 +86,10 @@ class ChangeSource(Protocol):
 
     def reread(self, index: CapacityIndex) -> Changes: ...
 
+    def consumer(self, consumer_uuid: str) -> ConsumerAllocations:
+        """What one consumer holds, as GET /allocations/{consumer} shows
+        it, read through this source's channel."""
+
     def tracking_bytes(self) -> int:
         """Rough bytes the source keeps to detect changes."""
 
@@ -136,6 +141,9 @@ class ApiChanges:
             out.usages += [(u, rc, n) for rc, n in used.items() if n]  # type: ignore[operator]
         return out
 
+    def consumer(self, consumer_uuid: str) -> ConsumerAllocations:
+        return self.client.get_consumer(consumer_uuid)
+
     def tracking_bytes(self) -> int:
         return 0
 
@@ -178,6 +186,9 @@ class FeedChanges:
 
     def reread(self, index: CapacityIndex) -> Changes:
         return Changes()
+
+    def consumer(self, consumer_uuid: str) -> ConsumerAllocations:
+        return self.client.get_consumer(consumer_uuid)
 
     def tracking_bytes(self) -> int:
         return 0

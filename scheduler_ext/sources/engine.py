@@ -12,6 +12,7 @@ from scheduler_ext.engine.fit import Fit
 from scheduler_ext.engine.pinned import pinned
 from scheduler_ext.engine.weigh import Weigher, top_k
 from scheduler_ext.placement import Allocations, PlacementClient, allocations
+from scheduler_ext.placement.model import ConsumerAllocations
 from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.sources.base import Candidate, MoveCandidates
 from scheduler_ext.sources.fleet_view import FleetView
@@ -43,6 +44,10 @@ class EngineCandidateSource:
     def recheck(self, query: CandidateRequest, limit: int,
                 also: Iterable[str] = ()) -> bool:
         return self.view.recheck(query, limit, also)
+
+    def consumer(self, consumer_uuid: str) -> ConsumerAllocations:
+        """What one consumer holds, through the view's change source."""
+        return self.view.consumer(consumer_uuid)
 
     # --------------------------------------------------------- candidates
     def candidates(self, query: CandidateRequest, *, limit: int) -> list[Candidate]:

@@ -41,6 +41,7 @@ from scheduler_ext.placement import Allocations, PlacementClient, allocations
 from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.placement.sql_snapshot import OPTION, SqlSnapshot
 from scheduler_ext.placement.client import CandidatesEndpoint, ChangeFeed
+from scheduler_ext.placement.model import ConsumerAllocations
 from scheduler_ext.sources.changes import (ApiChanges, ChangeFeedClient, Changes,
                                            ChangeSource, FeedChanges)
 from scheduler_ext.sources.sql_changes import SqlChanges
@@ -148,6 +149,12 @@ class FleetView:
             self.stats["last_poll_s"] = time.monotonic() - now
         if self.reread_interval and now - self._reread_at >= self.reread_interval:
             self.start_reread()
+
+    def consumer(self, consumer_uuid: str) -> ConsumerAllocations:
+        """What one consumer holds, read through the change source (one
+        statement on placement's database with the sql source); the view
+        itself is not touched."""
+        return self._guarded(lambda: self.source.consumer(consumer_uuid))
 
     def changed(self, providers: Iterable[str]) -> None:
         """Re-read these providers now (we wrote allocations on them, or a

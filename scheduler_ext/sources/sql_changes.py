@@ -46,7 +46,7 @@ from typing import Iterable
 import numpy as np
 
 from scheduler_ext.engine.index import CapacityIndex
-from scheduler_ext.placement.model import FleetSnapshot
+from scheduler_ext.placement.model import ConsumerAllocations, FleetSnapshot
 from scheduler_ext.placement.sql_snapshot import AllocationRow, SqlSnapshot, TailSums
 from scheduler_ext.sources.changes import Changes, live_uuids
 
@@ -194,6 +194,11 @@ class SqlChanges:
         out.removed += [u for u in live_uuids(index) if u not in listed]
         out.usages = self.sql.usage_rows()
         return out
+
+    def consumer(self, consumer_uuid: str) -> ConsumerAllocations:
+        """One indexed statement (``SqlSnapshot.consumer``), where the API
+        costs an HTTP round trip through placement."""
+        return self.sql.consumer(consumer_uuid)
 
     def tracking_bytes(self) -> int:
         """The tail and the provider id -> uuid map, as Python objects."""
