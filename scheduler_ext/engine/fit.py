@@ -151,17 +151,25 @@ class Fit:
         out = []
         for j, (root, rp2, p, easy) in enumerate(zip(
                 roots.tolist(), other.tolist(), pattern.tolist(), simple.tolist())):
-            allocs: dict[str, dict[str, int]] = {}
-            if easy:
+            allocs: dict[str, dict[str, int]]
+            if easy:    # (mappings sorted by hand: this loop runs per candidate)
                 at_root, elsewhere = split[p]
-                if at_root:
-                    allocs[u[root]] = dict(at_root)
-                if elsewhere:
-                    allocs[u[rp2]] = dict(elsewhere)
+                a = u[root]
+                if not elsewhere:
+                    allocs, keys = {a: dict(at_root)}, [a]
+                elif not at_root:
+                    b = u[rp2]
+                    allocs, keys = {b: dict(elsewhere)}, [b]
+                else:
+                    b = u[rp2]
+                    allocs = {a: dict(at_root), b: dict(elsewhere)}
+                    keys = [a, b] if a < b else [b, a]
             else:
+                allocs = {}
                 for (rc, amount), rows in zip(amounts, columns):
                     allocs.setdefault(u[rows[j]], {})[rc] = amount
-            out.append((allocs, {"": sorted(allocs)}))
+                keys = sorted(allocs)
+            out.append((allocs, {"": keys}))
         return out
 
     def picked(self, i: int) -> tuple[dict[str, dict[str, int]], dict[str, list[str]]]:

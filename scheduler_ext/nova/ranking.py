@@ -15,7 +15,6 @@ from typing import Any, Iterable, Sequence
 
 import nova.conf
 
-from scheduler_ext.moves.request import Selection
 from scheduler_ext.nova.request import allocation_request
 from scheduler_ext.sources.base import Candidate
 
@@ -60,8 +59,7 @@ class NovaRanking:
         for host in hosts:
             host.allocation_candidates = []
             for i in by_root[host.uuid]:
-                ar = allocation_request(Selection(
-                    cands[i].root, cands[i].allocations, cands[i].mappings))
+                ar = allocation_request(cands[i])
                 position[id(ar)] = i
                 host.allocation_candidates.append(ar)
         out: list[float | None] = [None] * len(cands)

@@ -30,6 +30,7 @@ from scheduler_ext.moves.request import MoveContext, ScheduleRequest, Selection
 from scheduler_ext.placement import allocations
 from scheduler_ext.placement.model import ConsumerAllocations
 from scheduler_ext.placement.query import CandidateRequest
+from scheduler_ext.sources.base import Candidate
 
 CONF = nova.conf.CONF
 LOG = logging.getLogger(__name__)
@@ -159,12 +160,13 @@ def find_move(context, instance_uuid: str, spec_obj,
         migration_held=held)
 
 
-def allocation_request(sel: Selection) -> dict:
-    """Placement's allocation request for a Selection with its request
-    groups' ``mappings``, as GET /allocation_candidates gives it since
-    microversion 1.34 (nova fills the providers of ports, accelerators and
-    granular flavor groups from them)."""
-    body = sel.allocation_request
-    body["mappings"] = {k: list(v) for k, v in sel.mappings.items()} \
-        if sel.mappings is not None else {"": sorted(sel.allocations)}
-    return body
+def allocation_request(sel: Selection | Candidate) -> dict:
+    """Placement's allocation request for a Selection (or a Candidate)
+    with its request groups' ``mappings``, as GET /allocation_candidates
+    gives it since microversion 1.34 (nova fills the providers of ports,
+    accelerators and granular flavor groups from them). Built directly:
+    nova's ranking asks for one per candidate of every decision."""
+    allocs, mappings = sel.allocations, sel.mappings
+    return {"allocations": {rp: {"resources": dict(res)} for rp, res in allocs.items()},
+            "mappings": {k: list(v) for k, v in mappings.items()}
+            if mappings is not None else {"": sorted(allocs)}}
