@@ -43,6 +43,7 @@ import nova_cell  # noqa: E402
 from scheduler_ext.lab import e2e  # noqa: E402
 from scheduler_ext.lab import e2e_report  # noqa: E402
 from scheduler_ext.placement.http import HttpPlacement  # noqa: E402
+from scheduler_ext.nova import request as nova_request  # noqa: E402
 
 
 def instrument(timer: e2e.PhaseTimer) -> None:
@@ -63,6 +64,7 @@ def instrument(timer: e2e.PhaseTimer) -> None:
     timer.wrap(sched_utils, "claim_resources", "claim")
     timer.wrap(HttpPlacement, "post_allocations", "claim")
     timer.wrap(HttpPlacement, "get_consumer", "reads")
+    timer.wrap(nova_request, "find_move", "reads")
 
 
 @contextlib.contextmanager

@@ -89,9 +89,10 @@ OPTS = [
         help="SQLAlchemy URL of placement's database (placement's own "
              "[placement_database]connection; a read-only account is "
              "enough). When set, snapshot_source = auto reads the fleet "
-             "from it. The service checks it at start and refuses to start, "
-             "naming this option and the database host, when it cannot be "
-             "read."),
+             "from it, and a move's migration consumer is read from it too "
+             "(one statement instead of a GET through placement). The "
+             "service checks it at start and refuses to start, naming this "
+             "option and the database host, when it cannot be read."),
     cfg.IntOpt(
         "placement_results_limit", default=1000, min=1,
         help="Largest number of allocation candidates asked from placement "

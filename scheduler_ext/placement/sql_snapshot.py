@@ -24,124 +24,12 @@ import collections
 from typing import Any, Iterable
 
 from scheduler_ext import errors
+from scheduler_ext.placement import sql_statements as q
 from scheduler_ext.placement import validation
 from scheduler_ext.placement.model import (ConsumerAllocations, FleetSnapshot,
                                            Inventory, Provider, ProviderRecord)
 
 OPTION = "placement_database_connection"
-
-_PROVIDERS = """
-SELECT rp.id, rp.uuid, rp.name, rp.generation, root.uuid, parent.uuid
-FROM resource_providers rp
-LEFT JOIN resource_providers root ON root.id = rp.root_provider_id
-LEFT JOIN resource_providers parent ON parent.id = rp.parent_provider_id
-"""
-_GENERATIONS = "SELECT id, uuid, generation FROM resource_providers"
-_INVENTORIES = """
-SELECT i.resource_provider_id, rc.name, i.total, i.reserved, i.min_unit,
-       i.max_unit, i.step_size, i.allocation_ratio
-FROM inventories i JOIN resource_classes rc ON rc.id = i.resource_class_id
-"""
-_USAGES = """
-SELECT rp.uuid, rc.name, SUM(a.used)
-FROM allocations a
-JOIN resource_providers rp ON rp.id = a.resource_provider_id
-JOIN resource_classes rc ON rc.id = a.resource_class_id
-"""
-_USAGES_GROUP = " GROUP BY rp.uuid, rc.name"
-_TRAITS = """
-SELECT rpt.resource_provider_id, t.name
-FROM resource_provider_traits rpt JOIN traits t ON t.id = rpt.trait_id
-"""
-_AGGREGATES = """
-SELECT rpa.resource_provider_id, pa.uuid
-FROM resource_provider_aggregates rpa
-JOIN placement_aggregates pa ON pa.id = rpa.aggregate_id
-"""
-#: A hash (< 2**32) of an allocation row (id, provider, class, used) in
-#: 64-bit integer arithmetic that never overflows (ids and amounts are
-#: below 2**31), the same on every database: the server sums it over the
-#: tail instead of sending the tail.
-_HASH = ("(CAST(id AS BIGINT) * 2147483629 + CAST(resource_provider_id AS BIGINT) * 40503"
-         " + CAST(resource_class_id AS BIGINT) * 9973 + CAST(used AS BIGINT) * 65599)"
-         " % 4294967291")
-_ALLOCATIONS_AFTER = f"""
-SELECT id, resource_provider_id, resource_class_id, used, {_HASH}
-FROM allocations WHERE id > {{low}} ORDER BY id
-"""
-_MAX_ALLOCATION_ID = "SELECT MAX(id) FROM allocations"
-_IDS_OF = "SELECT id FROM resource_providers WHERE uuid IN :uuids"
-#: A provider's record in one round trip, without joins but the provider
-#: row's (names come from small cached tables). One row shape for all:
-#: (kind, provider id, a..f, ratio, uuid, name, root uuid, parent uuid);
-#: kind 0: inventory (a class id, b total, c reserved, d min, e max,
-#: f step), 1: trait (a trait id), 2: aggregate (a aggregate id), 3: usage
-#: (a class id, b used), 4: the provider (a generation, text columns).
-_DETAILS_OF = """
-SELECT 4, rp.id, rp.generation, 0, 0, 0, 0, 0, 0.0,
-       rp.uuid, rp.name, root.uuid, parent.uuid
-FROM resource_providers rp
-LEFT JOIN resource_providers root ON root.id = rp.root_provider_id
-LEFT JOIN resource_providers parent ON parent.id = rp.parent_provider_id
-WHERE rp.id IN ({ids})
-UNION ALL
-SELECT 0, resource_provider_id, resource_class_id, total, reserved, min_unit,
-       max_unit, step_size, allocation_ratio, NULL, NULL, NULL, NULL
-FROM inventories WHERE resource_provider_id IN ({ids})
-UNION ALL
-SELECT 1, resource_provider_id, trait_id, 0, 0, 0, 0, 0, 0.0, NULL, NULL, NULL, NULL
-FROM resource_provider_traits WHERE resource_provider_id IN ({ids})
-UNION ALL
-SELECT 2, resource_provider_id, aggregate_id, 0, 0, 0, 0, 0, 0.0, NULL, NULL, NULL, NULL
-FROM resource_provider_aggregates WHERE resource_provider_id IN ({ids})
-UNION ALL
-SELECT 3, resource_provider_id, resource_class_id, SUM(used), 0, 0, 0, 0, 0.0,
-       NULL, NULL, NULL, NULL
-FROM allocations WHERE resource_provider_id IN ({ids})
-GROUP BY resource_provider_id, resource_class_id
-"""
-#: The request path's poll in one statement (one snapshot, one round
-#: trip), rows (kind, a..e): kind 5, the allocation rows above ``high``
-#: (id, provider, class, used, hash); kind 6, the tail's checksum (rows in
-#: ``(low, high]``, sum of their hashes); kind 3, the usage of the
-#: providers the new rows name (provider, class, used).
-_POLL = f"""
-SELECT 5, id, resource_provider_id, resource_class_id, used, {_HASH}
-FROM allocations WHERE id > {{high}}
-UNION ALL
-SELECT 6, COUNT(*), CAST(COALESCE(SUM({_HASH}), 0) AS BIGINT), 0, 0, 0
-FROM allocations WHERE id > {{low}} AND id <= {{high}}
-UNION ALL
-SELECT 3, resource_provider_id, resource_class_id, SUM(used), 0, 0
-FROM allocations WHERE resource_provider_id IN
-    (SELECT resource_provider_id FROM allocations WHERE id > {{high}})
-GROUP BY resource_provider_id, resource_class_id
-"""
-#: PostgreSQL plans and runs the providers' list as an array (one
-#: sub-plan, index probes) faster than as a semi-join.
-_POLL_PG = _POLL.replace(
-    "IN\n    (SELECT resource_provider_id FROM allocations WHERE id > {high})",
-    "= ANY(ARRAY(SELECT resource_provider_id FROM allocations WHERE id > {high}))")
-assert _POLL_PG != _POLL
-#: One consumer's allocation rows with its consumer, project and user (what
-#: GET /allocations/{consumer} shows); ``consumer_id`` is indexed.
-_CONSUMER = """
-SELECT rp.uuid, a.resource_class_id, a.used, c.generation, p.external_id,
-       u.external_id, c.consumer_type_id
-FROM allocations a
-JOIN resource_providers rp ON rp.id = a.resource_provider_id
-JOIN consumers c ON c.uuid = a.consumer_id
-JOIN projects p ON p.id = c.project_id
-JOIN users u ON u.id = c.user_id
-WHERE a.consumer_id = :uuid"""
-#: placement's name for a consumer without a type (microversion 1.38)
-UNKNOWN_CONSUMER_TYPE = "unknown"
-
-#: the small name tables the details refer to
-_NAMES = {"classes": "SELECT id, name FROM resource_classes",
-          "traits": "SELECT id, name FROM traits",
-          "aggregates": "SELECT id, uuid FROM placement_aggregates",
-          "consumer_types": "SELECT id, name FROM consumer_types"}
 
 #: One allocation row as the change probe sees it: (id, provider id,
 #: resource class id, used, hash of the first four).
@@ -163,7 +51,7 @@ class SqlSnapshot:
                 "driver installed") from exc
         self._sa = sqlalchemy
         self._statements: dict[str, Any] = {}
-        self._names: dict[str, dict[int, str]] = {k: {} for k in _NAMES}
+        self._names: dict[str, dict[int, str]] = {k: {} for k in q.NAMES}
         try:
             self._url = sqlalchemy.engine.make_url(url)
             # every read is one statement (its own snapshot): no BEGIN or
@@ -188,8 +76,8 @@ class SqlSnapshot:
         ``ConfigError`` naming the option and the database's host when that
         fails (the service's start; also a schema without consumer types)."""
         try:
-            self._rows(_MAX_ALLOCATION_ID)
-            self._rows(_CONSUMER, "", {"uuid": "00000000-0000-0000-0000-000000000000"})
+            self._rows(q.MAX_ALLOCATION_ID)
+            self._rows(q.CONSUMER, "", {"uuid": "00000000-0000-0000-0000-000000000000"})
         except errors.PlacementUnavailable as exc:
             raise errors.ConfigError(
                 f"[scheduler_ext] {OPTION}: cannot read placement's database "
@@ -249,44 +137,44 @@ class SqlSnapshot:
     def allocations_after(self, low: int) -> list[AllocationRow]:
         """Every allocation row with ``id > low``, ascending by id. An index
         range scan on the primary key: O(rows returned)."""
-        return self._fast(_ALLOCATIONS_AFTER, low=low)
+        return self._fast(q.ALLOCATIONS_AFTER, low=low)
 
     def provider_ids(self, uuids: Iterable[str]) -> list[int]:
         """Database ids of the providers ``uuids`` (unknown ones left out)."""
         wanted = sorted(set(uuids))
-        return [r[0] for r in self._rows(_IDS_OF, "", {"uuids": wanted})] if wanted else []
+        return [r[0] for r in self._rows(q.IDS_OF, "", {"uuids": wanted})] if wanted else []
 
     def max_allocation_id(self) -> int:
         """The largest allocation id (0 when there is none)."""
-        return int(self._rows(_MAX_ALLOCATION_ID)[0][0] or 0)
+        return int(self._rows(q.MAX_ALLOCATION_ID)[0][0] or 0)
 
     def consumer(self, consumer_uuid: str) -> ConsumerAllocations:
         """What ``consumer_uuid`` holds, with its generation, project, user
         and type, as GET /allocations/{consumer} shows it (microversion
         1.38+; empty when it holds nothing): one indexed statement."""
         consumer_uuid = validation.uuid(consumer_uuid, "consumer_uuid")
-        rows = self._rows(_CONSUMER, "", {"uuid": consumer_uuid})
+        rows = self._rows(q.CONSUMER, "", {"uuid": consumer_uuid})
         if not rows:
             return ConsumerAllocations({})
         held: dict[str, dict[str, int]] = collections.defaultdict(dict)
         for rp, rc_id, used, *_ in rows:
             held[rp][self._name("classes", rc_id)] = int(used)
         *_, generation, project, user, type_id = rows[0]
-        kind = UNKNOWN_CONSUMER_TYPE if type_id is None else self._name("consumer_types", type_id)
+        kind = q.UNKNOWN_CONSUMER_TYPE if type_id is None else self._name("consumer_types", type_id)
         return ConsumerAllocations(dict(held), int(generation), project, user, kind)
 
     # ------------------------------------------------------------ bulk reads
     def generations(self) -> dict[str, int]:
         """uuid -> generation of every provider."""
-        return {u: g for _, u, g in self._rows(_GENERATIONS)}
+        return {u: g for _, u, g in self._rows(q.GENERATIONS)}
 
     def provider_table(self) -> list[tuple[int, str, int]]:
         """(database id, uuid, generation) of every provider."""
-        return [tuple(r) for r in self._rows(_GENERATIONS)]
+        return [tuple(r) for r in self._rows(q.GENERATIONS)]
 
     def usage_rows(self) -> list[tuple[str, str, int]]:
         """(uuid, class, used) for every provider and class in use."""
-        return [(u, rc, int(used)) for u, rc, used in self._rows(_USAGES, _USAGES_GROUP)]
+        return [(u, rc, int(used)) for u, rc, used in self._rows(q.USAGES, q.USAGES_GROUP)]
 
     def snapshot(self, uuids: Iterable[str] | None = None) -> FleetSnapshot:
         """Every provider (or only ``uuids``; unknown ones are left out),
@@ -304,7 +192,18 @@ class SqlSnapshot:
         wanted = sorted(set(ids))
         if not wanted:
             return FleetSnapshot(())
-        return FleetSnapshot(tuple(self._decode(self._fast(_DETAILS_OF, ids=wanted))[0]))
+        return FleetSnapshot(tuple(self._decode(self._fast(q.DETAILS_OF, ids=wanted))[0]))
+
+    def usage_of(self, ids: Iterable[int]) -> dict[int, dict[str, int]]:
+        """Provider database id -> class -> used, for those of ``ids`` that
+        still exist (``{}``: nothing used); one statement."""
+        out: dict[int, dict[str, int]] = {}
+        wanted = sorted(set(ids))
+        for rp, rc, used in self._fast(q.USAGE_OF, ids=wanted) if wanted else ():
+            held = out.setdefault(rp, {})
+            if rc is not None:
+                held[self._name("classes", rc)] = int(used)
+        return out
 
     def poll_after(self, high: int, low: int) -> tuple[
             list[AllocationRow], TailSums, dict[int, dict[str, int]]]:
@@ -316,7 +215,7 @@ class SqlSnapshot:
         sums: TailSums = (0, 0)
         usage: dict[int, dict[str, int]] = {}
         classes = self._names["classes"]
-        sql = _POLL_PG if self._engine.dialect.name == "postgresql" else _POLL
+        sql = q.POLL_PG if self._engine.dialect.name == "postgresql" else q.POLL
         for kind, a, b, c, d, e in self._fast(sql, high=high, low=low):
             if kind == 3:
                 rc = classes.get(b)
@@ -334,7 +233,7 @@ class SqlSnapshot:
         return fresh, sums, usage
 
     def _decode(self, rows: list[tuple]) -> tuple[list[ProviderRecord], list[tuple]]:
-        """Records from ``_DETAILS_OF``'s rows (a provider without its
+        """Records from ``DETAILS_OF``'s rows (a provider without its
         kind-4 row is left out: deleted meanwhile), and the rows of other
         kinds, untouched."""
         invs: dict[int, dict[str, Inventory]] = collections.defaultdict(dict)
@@ -374,19 +273,19 @@ class SqlSnapshot:
         when a row is new)."""
         names = self._names[table]
         if ref not in names:
-            names.update((int(i), n) for i, n in self._rows(_NAMES[table]))
+            names.update((int(i), n) for i, n in self._rows(q.NAMES[table]))
         return names[ref]
 
     def _everything(self) -> FleetSnapshot:
-        provs = self._rows(_PROVIDERS)
+        provs = self._rows(q.PROVIDERS)
         invs: dict[int, dict[str, Inventory]] = collections.defaultdict(dict)
-        for rp_id, rc, total, reserved, lo, hi, step, ratio in self._rows(_INVENTORIES):
+        for rp_id, rc, total, reserved, lo, hi, step, ratio in self._rows(q.INVENTORIES):
             invs[rp_id][rc] = Inventory(total, reserved, lo, hi, step, ratio)
         traits: dict[int, set[str]] = collections.defaultdict(set)
-        for rp_id, name in self._rows(_TRAITS):
+        for rp_id, name in self._rows(q.TRAITS):
             traits[rp_id].add(name)
         aggs: dict[int, set[str]] = collections.defaultdict(set)
-        for rp_id, agg in self._rows(_AGGREGATES):
+        for rp_id, agg in self._rows(q.AGGREGATES):
             aggs[rp_id].add(agg)
         used: dict[str, dict[str, int]] = collections.defaultdict(dict)
         for u, rc, n in self.usage_rows():

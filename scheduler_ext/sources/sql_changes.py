@@ -34,8 +34,10 @@ summed by the database). An indexed provider takes that usage only; its
 generation and set-up (inventories, traits, aggregates: a poll never
 learns of a set-up change that wrote no allocation anyway) stay as
 indexed, so the next ``reread`` finds its generation moved and reads it
-whole. A provider the index does not hold yet is read whole at once, as
-are the providers the row-by-row tail compare marks.
+whole. The providers the row-by-row tail compare marks take their usage
+the same way, read in one more statement (a provider deleted meanwhile
+gives none and is read whole: removed). A provider the index does not
+hold yet is read whole at once.
 """
 
 from __future__ import annotations
@@ -147,26 +149,37 @@ class SqlChanges:
 
     def poll(self, index: CapacityIndex) -> Changes:
         """One statement when the tail's checksum is unchanged: the rows
-        above ``high`` and the usage of their providers (indexed ones take
-        that usage only; others are read whole). Else the full compare of
-        the tail (``_probe``) and the touched providers read whole."""
+        above ``high`` and the usage of their providers. Else the full
+        compare of the tail (``_probe``), then the usage of the providers it
+        marks, in one more statement. Indexed providers take that usage only
+        (their set-up waits for the re-read); others are read whole."""
         fresh, sums, usage = self.sql.poll_after(
             self.high, max(0, self.high - self.tail_rows))
         if sums != self.tail_sums:
-            touched = self._probe()
-            return self._records(touched) if touched else Changes()
+            touched = sorted(self._probe())
+            usage = {}
+            for k in range(0, len(touched), CHUNK):
+                usage.update(self.sql.usage_of(touched[k:k + CHUNK]))
+            return self._take(touched, usage, index)
         self.rows_read += len(fresh)
         if not fresh:
             return Changes()
         self._slide(fresh)
-        ids = list({r[1] for r in fresh})
+        return self._take(list({r[1] for r in fresh}), usage, index)
+
+    def _take(self, ids: list[int], usage: dict[int, dict[str, int]],
+              index: CapacityIndex) -> Changes:
+        """Changes for the providers ``ids``: ``usage`` (provider id ->
+        class -> used) for the live indexed ones it covers, whole records
+        (or their removal) for the rest."""
         uuids = [self.uuid_of.get(i) for i in ids]
-        rows = np.array([-1 if u is None else index.row_of.get(u, -1) for u in uuids])
+        rows = np.array([-1 if u is None else index.row_of.get(u, -1) for u in uuids],
+                        np.int64)
         live = (rows >= 0) & index.alive[rows]   # row -1: masked
         out, unknown = Changes(), []
         for i, u, ok in zip(ids, uuids, live.tolist()):
-            if ok:
-                out.usage[u] = usage.get(i, {})  # type: ignore[index]
+            if ok and i in usage:
+                out.usage[u] = usage[i]  # type: ignore[index]
             else:
                 unknown.append(i)
         if unknown:

@@ -175,3 +175,33 @@ def test_poll_reads_no_tail_row_while_its_checksum_holds(db):
     assert source.rows_read - before == 1            # the new row only
     assert source.tail_sums == SqlSnapshot(tables.url).poll_after(
         source.high, source.high - 8)[1]
+
+
+def test_a_vanished_tail_row_brings_its_provider_usage_not_its_record(db):
+    """A recent consumer deleted (a failed boot, a confirmed resize): the
+    tail compare marks its provider, which takes its usage only, read in
+    one statement; nothing is read whole."""
+    tables, hosts = db
+    source, index = _view(tables)
+    tables.delete(consumer(12))
+    whole = []
+    records = source.sql.records
+    source.sql.records = lambda ids: whole.append(list(ids)) or records(ids)
+    changes = source.poll(index)
+    assert changes.usage == {hosts[12]: {}} and not changes.records
+    assert whole == []
+    _apply(index, changes)
+    assert index.usage(hosts[12]).get("VCPU", 0) == 0
+
+
+def test_a_vanished_tail_row_of_a_deleted_provider_removes_it(db):
+    """Its usage read finds no provider: read whole, reported removed, never
+    taken as an empty provider."""
+    tables, hosts = db
+    source, index = _view(tables)
+    tables.delete(consumer(13))
+    tables.delete_provider(hosts[13])
+    changes = source.poll(index)
+    assert changes.removed == [hosts[13]] and hosts[13] not in changes.usage
+    _apply(index, changes)
+    assert hosts[13] not in live_uuids(index)
