@@ -1,5 +1,5 @@
 """nova's side of the end-to-end benchmark: nova.conf, nova's API and cell
-databases (sqlite) holding a compute node and a nova-compute service row
+databases (PostgreSQL or sqlite) holding a compute node and a nova-compute service row
 for every compute host of the fleet, request specs, and the conductor's
 part of a resize (a pre-migrating Migration, the instance's allocations
 moved to the migration consumer).
@@ -37,13 +37,31 @@ CONF = nova.conf.CONF
 FLAVORS = {"small": (1, 2048, 20), "medium": (2, 4096, 40), "large": (4, 8192, 80)}
 
 
-def configure(workdir: str, placement_url: str) -> tuple[str, str]:
-    """nova.conf for the benchmark (in this process): sqlite databases in
-    ``workdir``, placement through keystoneauth's admin_token plugin (the
-    noauth2 placement's ``admin`` token), no message bus, services never
-    reported down. Returns (api db url, cell db url)."""
-    api_db = f"sqlite:///{os.path.join(workdir, 'nova_api.sqlite')}"
-    cell_db = f"sqlite:///{os.path.join(workdir, 'nova_cell1.sqlite')}"
+def server_databases(server_url: str) -> tuple[str, str]:
+    """Empty ``nova_api`` and ``nova_cell1`` databases on the PostgreSQL
+    server of ``server_url`` (an SQLAlchemy URL of one of its databases,
+    placement's here): nova on a server database, as deployed. Returns
+    (api db url, cell db url)."""
+    url = sa.engine.make_url(server_url)
+    engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        for name in ("nova_api", "nova_cell1"):
+            conn.execute(sa.text(f"CREATE DATABASE {name}"))
+    engine.dispose()
+    return (url.set(database="nova_api").render_as_string(hide_password=False),
+            url.set(database="nova_cell1").render_as_string(hide_password=False))
+
+
+def configure(workdir: str, placement_url: str,
+              databases: tuple[str, str] | None = None) -> tuple[str, str]:
+    """nova.conf for the benchmark (in this process): nova's API and cell
+    databases at ``databases`` (default: sqlite files in ``workdir``),
+    placement through keystoneauth's admin_token plugin (the noauth2
+    placement's ``admin`` token), no message bus, services never reported
+    down. Returns (api db url, cell db url)."""
+    api_db, cell_db = databases or (
+        f"sqlite:///{os.path.join(workdir, 'nova_api.sqlite')}",
+        f"sqlite:///{os.path.join(workdir, 'nova_cell1.sqlite')}")
     objects.register_all()
     nova_config.parse_args(["bench"], default_config_files=[], configure_db=False,
                            init_rpc=False)
@@ -178,6 +196,10 @@ def start_resize(ctx, client: HttpPlacement, cell_db: str, host: tuple[str, str]
                             project_id="bench", user_id="bench").create()
     engine = _cell_engine(cell_db)
     with engine.begin() as conn:
+        # the migration's instance (a server database checks the foreign key)
+        conn.execute(main_models.Instance.__table__.insert(), [{
+            "uuid": inst, "project_id": "bench", "user_id": "bench",
+            "created_at": datetime.datetime.utcnow(), "deleted": 0}])
         conn.execute(main_models.Migration.__table__.insert(), [{
             "uuid": mig, "instance_uuid": inst, "source_compute": name,
             "source_node": name, "dest_compute": name, "dest_node": name,

@@ -3,7 +3,8 @@ against scheduler-ext's, on the same fleet, in one run.
 
 For each size: a real placement (openstack-placement 16.0.0, gunicorn on
 127.0.0.1) on a private PostgreSQL, filled with ``bench_fleet(n)``; nova's
-cell database (sqlite) with a compute node and a nova-compute service for
+API and cell databases on the same server (``--nova-database sqlite``:
+files), the cell one with a compute node and a nova-compute service for
 every compute host; another process writing allocations at ``--rate`` per
 second. Stock and ours then answer ``select_destinations`` alternately, for
 boots and for resizes with the same host allowed (the conductor's part of
@@ -195,9 +196,9 @@ def choice_differs(mgrs: dict, hosts, samples: int, limit: int, seed: int) -> di
 
 
 def _throughput_worker(args: tuple) -> int:
-    workdir, url, db_url, sched, seconds, start_at, seed, limit = args
+    workdir, url, db_url, databases, sched, seconds, start_at, seed, limit = args
     logging.basicConfig(level=logging.ERROR)
-    nova_cell.configure(workdir, url)
+    nova_cell.configure(workdir, url, databases)
     hosts = json.load(open(os.path.join(workdir, "hosts.json")))
     mgrs = managers(db_url, (sched.split("-")[0],), hosts)
     select = _limited(mgrs, sched, limit)
@@ -221,9 +222,9 @@ def _throughput_worker(args: tuple) -> int:
     return done
 
 
-def throughput(workdir: str, url: str, db_url: str, workers: list[int],
-               seconds: float, startup: float, scheds: tuple[str, ...],
-               limit: int = 0) -> dict:
+def throughput(workdir: str, url: str, db_url: str, databases: tuple[str, str],
+               workers: list[int], seconds: float, startup: float,
+               scheds: tuple[str, ...], limit: int = 0) -> dict:
     """Decisions per second with k scheduler processes of each of
     ``scheds``."""
     out: dict = {}
@@ -233,7 +234,8 @@ def throughput(workdir: str, url: str, db_url: str, workers: list[int],
             start_at = time.time() + startup
             with ctx.Pool(k) as pool:
                 counts = pool.map(_throughput_worker, [
-                    (workdir, url, db_url, sched, seconds, start_at, 100 + j, limit)
+                    (workdir, url, db_url, databases, sched, seconds, start_at, 100 + j,
+                     limit)
                     for j in range(k)])
             out[f"{sched}/{k}"] = sum(counts) / seconds
             print(f"  throughput {sched} x{k}: {out[f'{sched}/{k}']:.2f} decisions/s",
@@ -259,7 +261,9 @@ def run_size(n: int, args: argparse.Namespace) -> dict:
                               fleet=nova_fleet(n, args.seed)) \
             as (url, db_url, fleet), \
             tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as workdir:
-        api_db, cell_db = nova_cell.configure(workdir, url)
+        databases = (nova_cell.server_databases(db_url)
+                     if args.nova_database == "postgresql" else None)
+        api_db, cell_db = nova_cell.configure(workdir, url, databases)
         disabled = {r for r in range(len(fleet)) if "COMPUTE_STATUS_DISABLED"
                     in fleet.trait_sets[fleet.trait_set_of[r]]}
         hosts = nova_cell.create_databases(api_db, cell_db, fleet, disabled)
@@ -269,6 +273,7 @@ def run_size(n: int, args: argparse.Namespace) -> dict:
             s.split("-")[0] for s in args.schedulers)), hosts)
         view = mgrs["ours"].ext.scheduler().driver.source.view
         result: dict = {"providers": n, "compute_hosts": len(hosts),
+                        "nova_database": args.nova_database,
                         "start_s": time.perf_counter() - started,
                         "full_read_s": view.full_read_s, "source": view.source.name}
         client = HttpPlacement.from_url(url, timeout=600)
@@ -283,7 +288,8 @@ def run_size(n: int, args: argparse.Namespace) -> dict:
             result["other_writes_per_s"] = writes.value / (time.perf_counter() - t0)
             if args.workers:
                 result["throughput"] = throughput(
-                    workdir, url, db_url, args.workers, args.throughput_seconds,
+                    workdir, url, db_url, (api_db, cell_db), args.workers,
+                    args.throughput_seconds,
                     startup=max(10.0, 3 * result["full_read_s"] + 5),
                     scheds=args.schedulers, limit=args.host_limit)
         result["view"] = dict(view.stats)
@@ -312,6 +318,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="boots on which the limited and full nova runs are "
                              "compared (default %(default)s)")
     parser.add_argument("--wsgi-workers", type=int, default=2)
+    parser.add_argument("--nova-database", choices=("postgresql", "sqlite"),
+                        default="postgresql",
+                        help="where nova's API and cell databases live (default "
+                             "%(default)s: the placement database's server)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="bench-out")
     args = parser.parse_args(argv)

@@ -44,7 +44,10 @@ def table(results: list[dict]) -> str:
                     + " | ".join(f"{st[p]['p50']:.1f}" for p in PHASES)
                     + f" | {oc['no_valid_host']} | "
                     + (f"{oc['same_host']}" if kind == "resize" else "-") + " |")
-    lines += ["", "ms per decision; the claim (one placement write) is the floor.", ""]
+    where = ", ".join(f"{r['compute_hosts']:,}: {r.get('nova_database', 'sqlite')}"
+                      for r in results)
+    lines += ["", "ms per decision; the claim (one placement write) is the floor. "
+              f"nova's databases per size: {where}.", ""]
     lines += _ratio_lines(results) + [""] + _limit_lines(results) + [""] \
         + _throughput_lines(results)
     return "\n".join(lines)
