@@ -251,6 +251,21 @@ def test_database_lost_later_falls_back_to_the_api_with_a_warning(tmp_path, capl
     assert any("falling back to placement's API" in m for m in warned)
 
 
+def test_consumer_read_falls_back_to_the_api_when_the_database_is_lost(tmp_path, caplog):
+    path = tmp_path / "p.sqlite"
+    tables = PlacementTables(str(path))
+    client, hosts = _hosts(1)
+    tables.add_provider(int(uuid.UUID(hosts[0])))
+    view = FleetView(client, _conf(placement_database_connection=tables.url))
+    _put(client, 3, {hosts[0]: {"VCPU": 1}})
+    path.write_bytes(b"this is no longer a database" * 100)
+    caplog.set_level(logging.WARNING)
+    assert view.consumer(consumer(3)) == client.get_consumer(consumer(3))
+    assert view.source.name == "api" and view.stats["fallbacks"] == 1
+    assert any("falling back to placement's API" in r.getMessage()
+               for r in caplog.records if r.levelno == logging.WARNING)
+
+
 def test_slow_api_full_read_warns_once(monkeypatch, caplog):
     monkeypatch.setattr(fleet_view, "SLOW_API_READ", -1.0)
     monkeypatch.setattr(FleetView, "warned_slow_api", False)
