@@ -18,6 +18,7 @@ from typing import Hashable
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
+from nova.compute import instance_actions
 from nova import context as nova_context
 from nova import exception
 from nova import objects
@@ -35,12 +36,18 @@ FINISHED = frozenset({"confirmed", "reverted", "error", "failed", "done",
 #: The one stable status of a move still in progress: resized, awaiting
 #: confirm or revert (VERIFY_RESIZE).
 AWAITING_CONFIRM = "finished"
+#: Statuses of a move whose finish step cannot have failed: resized
+#: (awaiting confirm or revert), confirmed, reverted.
+SETTLED = frozenset({"confirmed", "reverted", "finished"})
+#: nova's instance action event of a resize's or cold migration's last
+#: step, on the destination.
+FINISH_EVENT = "compute_finish_resize"
+#: A finish step started longer ago than this with no result was cut short
+#: (a compute that died, then a reset-state): no longer waited for.
+FINISH_STALE = datetime.timedelta(minutes=10)
 #: Instance states the reconcile may touch (with no task running).
 #: ERROR is included for a failed same-host move only (see
-#: ``instance_state``): the instance is trimmed to the flavor nova's record
-#: gives it, as nova's own code leaves it when prep_resize or
-#: resize_instance failed (nova keeps the new flavor's allocations after a
-#: finish_resize failure although it resets the record to the old flavor).
+#: ``instance_state``).
 QUIET_VM_STATES = frozenset({"active", "stopped", "resized", "paused",
                              "suspended", "error"})
 
@@ -73,7 +80,9 @@ def instance_state(cctxt, instance_uuid: str) -> InstanceState | None:
     instance in ERROR whose last move went to another host (nova's own
     accounting applies there, and scheduler-ext's writes are the same as
     nova's on another host). ``Busy`` (retry later): a task running
-    (``task_state`` set), a move being confirmed.
+    (``task_state`` set), a move being confirmed, a failed move whose
+    finish step nova is still handling. The flavor to hold is
+    ``_target_flavor``'s.
 
     A move still awaiting confirmation (status ``finished``, instance
     RESIZED) is in progress. Every other move is over: finished by nova, or
@@ -107,9 +116,52 @@ def instance_state(cctxt, instance_uuid: str) -> InstanceState | None:
         raise Busy("its last move is being confirmed or not understood yet")
     return InstanceState(
         uuid=inst.uuid, host=host,
-        resources=sched_utils.resources_from_flavor(inst, inst.flavor),
+        resources=sched_utils.resources_from_flavor(
+            inst, _target_flavor(cctxt, inst, migrations)),
         project_id=inst.project_id, user_id=inst.user_id,
         moves=tuple(moves))
+
+
+def _target_flavor(cctxt, inst, migrations: list):
+    """The flavor ``inst`` must hold: its record's, except after a
+    same-host move that failed in its finish step, where nova keeps the new
+    flavor's allocations (the guest's disk was already resized, and a hard
+    reboot recovers it on this host) although it resets the record to the
+    old flavor. After a failure before that step (prep_resize,
+    resize_instance) nova's target is the record's old flavor. ``Busy``
+    while nova still handles the failure."""
+    if migrations and migrations[-1].status not in SETTLED and \
+            not moved_elsewhere(migrations[-1]):
+        finish = _finish_result(cctxt, inst.uuid)
+        if finish == "":
+            raise Busy("nova is still handling the failure of its resize")
+        if finish == "Error" and inst.new_flavor:
+            return inst.new_flavor
+    return inst.flavor
+
+
+def _finish_result(cctxt, instance_uuid: str) -> str | None:
+    """The result nova recorded for the finish step (``FINISH_EVENT``) of
+    the instance's latest resize or cold migration: ``"Error"``,
+    ``"Success"``, ``""`` while the step (or nova's handling of its
+    failure) still runs, None when the move never got there or the step
+    was cut short (``FINISH_STALE``)."""
+    moving = (instance_actions.RESIZE, instance_actions.MIGRATE)
+    for action in objects.InstanceActionList.get_by_instance_uuid(
+            cctxt, instance_uuid):          # newest first
+        if action.action not in moving:
+            continue
+        for event in objects.InstanceActionEventList.get_by_action(
+                cctxt, action.id):
+            if event.event != FINISH_EVENT:
+                continue
+            if event.result:
+                return event.result
+            started = _naive(event.start_time) if event.start_time else None
+            return "" if started and utcnow() - started < FINISH_STALE \
+                else None
+        return None
+    return None
 
 
 def _move_states(cctxt, inst, migrations: list) -> list[MoveState] | None:

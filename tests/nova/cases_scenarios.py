@@ -283,6 +283,54 @@ class SameHostPrepResizeFailureReschedules(_TwoHosts):
         self._delete_and_check_allocations(server)
 
 
+class SameHostFinishResizeFailure(_TwoHosts):
+    """A same-host resize fails in finish_resize (host2 disabled): nova puts
+    the instance in ERROR, resets its record to the old flavor and keeps the
+    new flavor's allocations. The reconcile holds what nova holds, and waits
+    while nova's finish step has no result."""
+
+    def _fail_in_finish(self):
+        host2 = self.admin_api.get_services(host="host2",
+                                            binary="nova-compute")[0]
+        self.admin_api.put_service(host2["id"], {"status": "disabled"})
+        server = self._boot_and_check_allocations(self._flavor(self.flavor1),
+                                                  "host1")
+
+        def fails(*args, **kwargs):
+            raise test.TestingException("finish_resize fails")
+
+        self.stub_out("nova.compute.manager.ComputeManager._finish_resize",
+                      fails)
+        self.api.post_server_action(server["id"],
+                                    {"resize": {"flavorRef": self.flavor2}})
+        self._wait_for_action_fail_completion(
+            server, instance_actions.RESIZE, "compute_finish_resize")
+        server = self._wait_for_state_change(server, "ERROR")
+        self.assertEqual("small", server["flavor"]["original_name"])
+        migration = self.get_migration_uuid_for_instance(server["id"])
+        self.assertHolds(server["id"], {self.rp1: self.both})
+        self.assertHolds(migration, {})
+        return server, migration
+
+    def test_reconcile_holds_the_new_flavor_as_nova_does(self):
+        server, migration = self._fail_in_finish()
+        self.assertReconciled(self.reconcile(), server["id"])
+        # not the record's old flavor: nova keeps the new one here
+        self.assertHolds(server["id"], {self.rp1: self.f2})
+        self.assertHolds(migration, {})
+        self._delete_and_check_allocations(server)
+
+    def test_waits_while_the_finish_step_has_no_result(self):
+        server, _ = self._fail_in_finish()
+        ctxt = nova_context.get_admin_context()     # a request of its own
+        objects.InstanceAction.action_start(ctxt, server["id"],
+                                            instance_actions.RESIZE)
+        objects.InstanceActionEvent.event_start(ctxt, server["id"],
+                                                "compute_finish_resize")
+        self.assertEqual("retry", self.reconcile()[server["id"]])
+        self.assertHolds(server["id"], {self.rp1: self.both})
+
+
 class OnlySourceFits(_TwoHosts):
     """Two hosts; the other host is too full for the new flavor, the source
     fits it once the old flavor is released. Stock nova: NoValidHost

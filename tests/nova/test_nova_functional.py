@@ -184,6 +184,10 @@ def test_same_host_prep_resize_failure_reschedules(nova_results):
                      at_least=2)
 
 
+def test_same_host_finish_resize_failure_holds_what_nova_holds(nova_results):
+    _assert_all_pass(nova_results, "SameHostFinishResizeFailure", at_least=2)
+
+
 def test_two_hosts_only_the_source_fits(nova_results):
     _assert_all_pass(nova_results, "OnlySourceFits", at_least=2)
     # nova's own scheduler: NoValidHost on the same fleet
