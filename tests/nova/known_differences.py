@@ -1,7 +1,8 @@
 """nova's own move tests that pass with nova's scheduler and fail with
 scheduler-ext's, each with the reason (README.rst, "nova's own tests",
 states the same). ``test_nova_functional`` fails if a test differs that is
-not listed here, or if a listed one no longer differs."""
+not listed here, or if a listed one no longer differs (``WINDOW_ONLY``
+excepted)."""
 
 _SAME_HOST_MAX = (
     "during VERIFY_RESIZE of a same-host resize nova asserts old + new on "
@@ -36,3 +37,11 @@ KNOWN_DIFFERENCES: dict[str, str] = {
         "nova's regression test asserts the bug (NoValidHost); with ours "
         "the resize succeeds",
 }
+
+#: Differences that last only until the reconcile loop's next poll: nova
+#: asserts at once, and almost always before the poll, but a poll that
+#: lands in between trims placement first and the test passes with ours.
+WINDOW_ONLY = frozenset({
+    "test_servers__ServerMovingTests.test_resize_to_same_host_prep_resize_fails",
+    "test_servers__ServerMovingTests.test_resize_instance_fails_allocation_cleanup",
+})

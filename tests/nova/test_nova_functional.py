@@ -27,7 +27,7 @@ import tempfile
 import pytest
 
 from tests.nova import nova_run
-from tests.nova.known_differences import KNOWN_DIFFERENCES
+from tests.nova.known_differences import KNOWN_DIFFERENCES, WINDOW_ONLY
 
 MOVING = "tests.nova.cases_moving"
 NESTED = "tests.nova.cases_nested"
@@ -229,7 +229,9 @@ def test_nova_move_suite_unchanged_differs_only_where_documented(nova_results):
     move regressions, unchanged, with our manager and with nova's: every
     test nova's scheduler passes passes with ours, except those listed
     (with the reason) in ``known_differences`` and README.rst; and every
-    listed one really differs (the list is not stale)."""
+    listed one really differs (the list is not stale), except those whose
+    difference lasts only until the reconcile's next poll (``WINDOW_ONLY``:
+    a poll landing before nova's assertion makes them pass)."""
     pairs = _pairs(nova_results)
     assert len(pairs) >= 90, f"only {len(pairs)} nova move tests ran"
     lost = {k for k, (ours, _) in pairs.items() if ours is None}
@@ -251,7 +253,7 @@ def test_nova_move_suite_unchanged_differs_only_where_documented(nova_results):
     assert not unexplained, "\n\n".join(
         f"{n}: {differ[n].status}\n{differ[n].details[-6000:]}"
         for n in unexplained)
-    stale = sorted(set(KNOWN_DIFFERENCES) - set(differ))
+    stale = sorted(set(KNOWN_DIFFERENCES) - set(differ) - WINDOW_ONLY)
     assert not stale, f"listed as differing but passing with ours: {stale}"
 
 
