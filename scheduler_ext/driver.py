@@ -20,7 +20,7 @@ from scheduler_ext import conf as se_conf
 from scheduler_ext import errors
 from scheduler_ext.moves.journal import ReleaseJournal
 from scheduler_ext.moves.request import ScheduleRequest, Selection
-from scheduler_ext.placement import CandidatesEndpoint, PlacementClient
+from scheduler_ext.placement import Allocations, CandidatesEndpoint, PlacementClient
 from scheduler_ext.placement.model import ConsumerAllocations
 from scheduler_ext.sources.base import CandidateSource, Ranking
 
@@ -145,3 +145,11 @@ class SchedulerDriver:
         read = getattr(self.source, "consumer", None)
         held: ConsumerAllocations = (read or self.client.get_consumer)(consumer_uuid)
         return held
+
+    def holder_root(self, allocs: Allocations) -> str | None:
+        """The one root (a compute node) the non-sharing providers of
+        ``allocs`` belong to, as the candidate source's own view knows it
+        (``root_of``); None when the source has no view or cannot tell."""
+        root_of = getattr(self.source, "root_of", None)
+        root: str | None = root_of(allocs) if root_of else None
+        return root

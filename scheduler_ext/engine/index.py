@@ -344,7 +344,7 @@ class CapacityIndex:
 
     # ------------------------------------------------------------ queries
     def fit(self, request: CandidateRequest, released: AllocationsLike = None, *,
-            include_sharing_roots: bool = False) -> Fit:
+            include_sharing_roots: bool = False, only: np.ndarray | None = None) -> Fit:
         """The scheduler's fast path: every root that fits ``request`` with
         one allocation each, as arrays (no JSON built).
 
@@ -352,16 +352,15 @@ class CapacityIndex:
         the old allocations of a moving server, on any provider of a tree
         (children included); placement is not touched. Sharing providers
         are not returned as roots unless ``include_sharing_roots`` (they
-        are no compute hosts). ``request.limit``/``randomize`` do not apply
-        here (see ``Fit.best``).
+        are no compute hosts). ``only`` (rows) may leave out every other
+        root; each root's pick is the same either way (the tree path
+        solves every root). ``request.limit``/``randomize`` do not apply.
         """
         with self.lock, overlay.released(self, released) as freed:
             if self._tree_path(request):
                 return tree_query.fit(self, request, freed, include_sharing_roots)
             ev = self.solver.evaluate(request)
-            if not include_sharing_roots and self.sharing_set:
-                ev.pre = ev.pre.copy()
-                ev.pre[self.solver.sharing_rows()] = False
+            self.solver.restrict(ev, only, include_sharing_roots)
             rows, sources = self.solver.solve(ev)
             return Fit(self, request, rows, sources, dict(freed))
 

@@ -174,6 +174,17 @@ class Solver:
             anchor = _narrow(anchor, ~traits.any_of(request.root_forbidden, n))
         return prov, anchor
 
+    def restrict(self, ev: Evaluation, only: np.ndarray | None,
+                 include_sharing_roots: bool) -> None:
+        """Narrow ``ev``'s anchors to the rows ``only`` (None: all), without
+        the sharing providers unless ``include_sharing_roots``."""
+        pre = ev.pre.copy() if only is None else np.zeros_like(ev.pre)
+        if only is not None:
+            pre[only] = ev.pre[only]
+        if not include_sharing_roots and self.ix.sharing_set:
+            pre[self.sharing_rows()] = False
+        ev.pre = pre
+
     # --------------------------------------------------------------- solve
     def solve(self, ev: Evaluation) -> Solution:
         """Every anchor root with at least one candidate, and one candidate

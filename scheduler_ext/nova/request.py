@@ -27,7 +27,7 @@ from nova.scheduler import utils as sched_utils
 
 from scheduler_ext import errors
 from scheduler_ext.moves.request import MoveContext, ScheduleRequest, Selection
-from scheduler_ext.placement import allocations
+from scheduler_ext.placement import Allocations, allocations
 from scheduler_ext.placement.model import ConsumerAllocations
 from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.sources.base import Candidate
@@ -118,7 +118,8 @@ def may_be_move(spec_obj) -> bool:
 
 
 def find_move(context, instance_uuid: str, spec_obj,
-              read_consumer: Callable[[str], ConsumerAllocations]
+              read_consumer: Callable[[str], ConsumerAllocations],
+              root_of: Callable[[Allocations], str | None] | None = None
               ) -> MoveContext | None:
     """The resize or cold migration being scheduled for the instance, from
     its ``pre-migrating`` Migration record (None if there is none or its
@@ -126,7 +127,13 @@ def find_move(context, instance_uuid: str, spec_obj,
     record is looked for in the cell the conductor asked for (it asks for
     the instance's own), else in the instance's mapped cell. The migration
     consumer is read with ``read_consumer`` (the driver's
-    ``read_consumer`` or the placement client's ``get_consumer``)."""
+    ``read_consumer`` or the placement client's ``get_consumer``).
+
+    The source host is the root that consumer's allocations sit on, as
+    ``root_of`` (the driver's ``holder_root``) tells it: nova's conductor
+    moved everything the instance held, all on its compute node's tree
+    and shared pools, to the migration. When it cannot tell, the source
+    ComputeNode record is read."""
     dest = spec_obj.requested_destination if may_be_move(spec_obj) else None
     cell = dest.cell if dest is not None and "cell" in dest and dest.cell \
         else instance_cell(context, instance_uuid)
@@ -136,25 +143,28 @@ def find_move(context, instance_uuid: str, spec_obj,
         migrations = [m for m in objects.MigrationList.get_by_filters(
             cctxt, {"instance_uuid": instance_uuid, "status": "pre-migrating"})
             if m.migration_type in MOVE_TYPES]
-        if not migrations:
-            return None
-        migration = max(migrations, key=lambda m: m.id)
-        try:
-            source = objects.ComputeNode.get_by_host_and_nodename(
-                cctxt, migration.source_compute, migration.source_node)
-        except exception.ComputeHostNotFound:
-            LOG.warning("migration %s: source node %s on %s not found",
-                        migration.uuid, migration.source_node,
-                        migration.source_compute)
-            return None
+    if not migrations:
+        return None
+    migration = max(migrations, key=lambda m: m.id)
     held = read_consumer(migration.uuid)
     old = allocations.class_totals(held.allocations)
     if not old:
         return None
+    source_root = root_of(held.allocations) if root_of else None
+    if source_root is None:
+        with nova_context.target_cell(context, cell) as cctxt:
+            try:
+                source_root = objects.ComputeNode.get_by_host_and_nodename(
+                    cctxt, migration.source_compute, migration.source_node).uuid
+            except exception.ComputeHostNotFound:
+                LOG.warning("migration %s: source node %s on %s not found",
+                            migration.uuid, migration.source_node,
+                            migration.source_compute)
+                return None
     ignored = (spec_obj.ignore_hosts if "ignore_hosts" in spec_obj and
                spec_obj.ignore_hosts else ())
     return MoveContext(
-        migration_uuid=migration.uuid, source_root=source.uuid,
+        migration_uuid=migration.uuid, source_root=source_root,
         old_resources=old,
         allow_same_host=migration.source_compute not in ignored,
         migration_held=held)

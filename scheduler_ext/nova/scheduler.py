@@ -76,6 +76,9 @@ class NovaScheduler:
         #: the driver's consumer read when it has one (see
         #: ``SchedulerDriver.read_consumer``), else placement's GET
         self.read_consumer = getattr(driver, "read_consumer", client.get_consumer)
+        #: the driver's root of a move's old allocations, when it has one
+        #: (see ``SchedulerDriver.holder_root``)
+        self.holder_root = getattr(driver, "holder_root", None)
         self.lock = threading.Lock()
         self.notifier = rpc.get_notifier("scheduler")
 
@@ -111,7 +114,8 @@ class NovaScheduler:
         (``_claim`` then hands the request to nova)."""
         requests = []
         for uuid in instance_uuids:
-            move = (nova_request.find_move(context, uuid, spec, self.read_consumer)
+            move = (nova_request.find_move(context, uuid, spec, self.read_consumer,
+                                           self.holder_root)
                     if may_move and len(instance_uuids) == 1 else None)
             requests.append(nova_request.schedule_request(
                 query, uuid, spec, context, move))

@@ -9,6 +9,7 @@ import numpy as np
 from oslo_config import cfg
 
 from scheduler_ext.engine.fit import Fit
+from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.engine.pinned import pinned
 from scheduler_ext.engine.weigh import Weigher, top_k
 from scheduler_ext.placement import Allocations, PlacementClient, allocations
@@ -49,6 +50,20 @@ class EngineCandidateSource:
         """What one consumer holds, through the view's change source."""
         return self.view.consumer(consumer_uuid)
 
+    def root_of(self, allocs: Allocations) -> str | None:
+        """The one root the non-sharing providers of ``allocs`` belong to
+        in the view (a server's compute node; shared pools left out), None
+        when a provider is unknown or there is not exactly one."""
+        ix, roots = self.index, set()
+        with ix.lock:
+            for rp in allocs:
+                row = ix.row_of.get(rp)
+                if row is None or not ix.alive[row]:
+                    return None
+                if row not in ix.sharing_set:
+                    roots.add(ix.tree.get(row, (None, rp))[1])
+        return roots.pop() if len(roots) == 1 else None
+
     # --------------------------------------------------------- candidates
     def candidates(self, query: CandidateRequest, *, limit: int) -> list[Candidate]:
         fit = self.index.fit(query)
@@ -58,30 +73,39 @@ class EngineCandidateSource:
 
     def move_candidates(self, query: CandidateRequest, *, limit: int,
                         source: str, released: Allocations | None) -> MoveCandidates:
-        fit_r = self.index.fit(query, released) if released else None
-        fit_h = self.index.fit(query)
-        weigh_fit = fit_r if fit_r is not None else fit_h
-        weights = self.weigher.weigh(weigh_fit.free, len(weigh_fit))
-        # every host weighed against the same (released) view
-        w_h = weights if weigh_fit is fit_h else \
-            weights[np.searchsorted(weigh_fit.rows, fit_h.rows)]
-        src_row = self.index.row_of.get(source)
+        """Every host weighed against the view with ``released`` freed; the
+        source as it would be on that view (``same``) and as it is
+        (``held_source``); the other hosts as they are. A root whose pick
+        takes nothing from a released provider has the same pick, and
+        fits, in both views, so only the roots whose picks do (the source,
+        hosts drawing on a released shared pool) are solved again on the
+        held view."""
+        fit = self.index.fit(query, released or None)
+        weights = self.weigher.weigh(fit.free, len(fit))
+        src_row = self.index.row_of.get(source, -1)
+        i = _position(fit.rows, src_row)
+        redo = _drawing_on(fit, released) if released else \
+            np.zeros(len(fit), bool)
+        held = self.index.fit(query, only=fit.rows[redo]) if redo.any() else None
         same = held_source = None
-        if src_row is not None:
-            i = _position(weigh_fit.rows, src_row)
-            if i is not None:
-                same = self._on_source(weigh_fit, i, weights[i], released,
-                                       released)
-            j = _position(fit_h.rows, src_row)
-            if j is not None:
-                held_source = self._on_source(fit_h, j, w_h[j], released, None)
-        keep = fit_h.rows != (src_row if src_row is not None else -1)
-        idx = np.flatnonzero(keep)
-        order = top_k(w_h[idx], self.index.key_hi[fit_h.rows[idx]],
-                      self.index.key_lo[fit_h.rows[idx]], limit)
-        positions = idx[order]
-        others = _candidates(fit_h, positions, w_h[positions].tolist())
-        return MoveCandidates(same, others, held_source)
+        if i is not None:
+            same = self._on_source(fit, i, weights[i], released, released)
+            if not redo[i]:     # the source is the same in both views
+                held_source = self._on_source(fit, i, weights[i], released,
+                                              None) if released else same
+        # candidates: untouched roots from ``fit``, redone ones from ``held``
+        mine = np.flatnonzero(~redo & (fit.rows != src_row))
+        parts: list[tuple[Fit, np.ndarray, np.ndarray]] = [(fit, mine, weights[mine])]
+        if held is not None:
+            again = np.zeros(self.index.n_rows, bool)
+            again[fit.rows[redo]] = True
+            j = _position(held.rows, src_row)
+            if j is not None and i is not None and redo[i]:
+                held_source = self._on_source(held, j, weights[i], released, None)
+            theirs = np.flatnonzero(again[held.rows] & (held.rows != src_row))
+            parts.append((held, theirs, weights[np.searchsorted(
+                fit.rows, held.rows[theirs])]))
+        return MoveCandidates(same, _best_of(parts, limit, self.index), held_source)
 
     def _on_source(self, fit: Fit, i: int, weight: float,
                    old: Allocations | None,
@@ -97,6 +121,37 @@ class EngineCandidateSource:
             return cand
         kept = pinned(self.index, fit, i, old, released)
         return None if kept is None else Candidate(cand.root, kept[0], weight, kept[1])
+
+
+def _drawing_on(fit: Fit, released: Allocations) -> np.ndarray:
+    """bool per root of ``fit``: the root or one of its picks (any class,
+    any group) is a provider of ``released``."""
+    ix = fit.index
+    mark = np.zeros(ix.n_rows, bool)
+    mark[[ix.row_of[rp] for rp in released if rp in ix.row_of]] = True
+    out = mark[fit.rows]
+    for rows in (*fit.sources.values(), *fit.granular.values()):
+        out |= mark[rows]
+    return out
+
+
+def _best_of(parts: list[tuple[Fit, np.ndarray, np.ndarray]], limit: int,
+             index: CapacityIndex) -> list[Candidate]:
+    """The ``limit`` best candidates over ``parts`` ((fit, positions,
+    weights) each), best first (weight, then the index's key)."""
+    rows = np.concatenate([f.rows[p] for f, p, _ in parts])
+    weights = np.concatenate([w for _, _, w in parts])
+    order = top_k(weights, index.key_hi, index.key_lo, limit, rows=rows)
+    out: list[Candidate | None] = [None] * len(order)
+    start = 0
+    for f, pos, _ in parts:
+        k = np.flatnonzero((order >= start) & (order < start + len(pos)))
+        chosen = order[k]
+        for at, cand in zip(k.tolist(), _candidates(
+                f, pos[chosen - start], weights[chosen].tolist())):
+            out[at] = cand
+        start += len(pos)
+    return [c for c in out if c is not None]
 
 
 def _position(rows: np.ndarray, row: int) -> int | None:

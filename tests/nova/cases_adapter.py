@@ -2,8 +2,10 @@
 guard and window) against nova 34's objects (no services). Run with the other ``cases_*`` modules, in a subprocess, so
 that nova is never imported into pytest's process."""
 
+import contextlib
 import types
 import unittest
+from unittest import mock
 import uuid
 
 from nova import objects
@@ -123,6 +125,49 @@ class MovedElsewhere(unittest.TestCase):
         self.assertFalse(nova_reconcile.moved_elsewhere(self.m("h1", "n1", "h1", "n1")))
         self.assertFalse(nova_reconcile.moved_elsewhere(self.m("h1", "n1", None, None)))
         self.assertTrue(nova_reconcile.moved_elsewhere(self.m("h1", "n1", "h2", "n2")))
+
+
+class FindMove(unittest.TestCase):
+    """The move look-up: the source host is the root the migration's
+    allocations sit on when the driver can tell; else nova's ComputeNode
+    record is read."""
+
+    def _find(self, root_of):
+        migration = types.SimpleNamespace(
+            uuid=str(uuid.uuid4()), id=7, migration_type="resize",
+            source_compute="host1", source_node="node1")
+        node = types.SimpleNamespace(uuid="node-record")
+        held = types.SimpleNamespace(allocations={"rp": {"VCPU": 1}})
+        spec = objects.RequestSpec(
+            requested_destination=objects.Destination(
+                cell=objects.CellMapping(uuid=str(uuid.uuid4()))),
+            ignore_hosts=[])
+        reads = []
+
+        def get_node(ctxt, host, nodename):
+            reads.append((host, nodename))
+            return node
+
+        with mock.patch.object(nova_request.nova_context, "target_cell",
+                               lambda ctxt, cell: contextlib.nullcontext(ctxt)), \
+                mock.patch.object(objects.MigrationList, "get_by_filters",
+                                  return_value=[migration]), \
+                mock.patch.object(objects.ComputeNode, "get_by_host_and_nodename",
+                                  side_effect=get_node):
+            move = nova_request.find_move(None, "inst", spec, lambda u: held,
+                                          root_of)
+        return move, reads
+
+    def test_root_from_the_allocations_without_the_node_read(self):
+        move, reads = self._find(lambda allocs: "root-of-rp")
+        self.assertEqual("root-of-rp", move.source_root)
+        self.assertEqual([], reads)
+
+    def test_node_record_when_the_driver_cannot_tell(self):
+        for root_of in (None, lambda allocs: None):
+            move, reads = self._find(root_of)
+            self.assertEqual("node-record", move.source_root)
+            self.assertEqual([("host1", "node1")], reads)
 
 
 def small_host(client):

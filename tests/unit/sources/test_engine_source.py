@@ -105,3 +105,28 @@ def test_candidates_are_the_engines_best_with_their_allocations():
           e.allocation_request["mappings"]) for e in expected]
     assert len(got) == 4
     assert any(len(c.allocations) == 2 for c in got)   # disk on the sharing one
+
+
+def test_holder_root_is_the_compute_root_of_the_allocations():
+    """A move's source host, from its old allocations: the root of their
+    non-sharing providers (a child provider's root), shared pools left
+    out; None when a provider is unknown or the providers span two
+    roots."""
+    client = EmbeddedPlacement()
+    agg = str(uuid.UUID(int=7))
+    host = small_host(client, "host1", disk=False, aggregates=(agg,))
+    other = small_host(client, "host2")
+    pool = add_host(client, "pool", {"DISK_GB": Inventory(1000)},
+                    aggregates=(agg,), traits=(SHARING_TRAIT,))
+    client.create_resource_class("CUSTOM_PMEM")
+    numa = client.create_provider("host1-numa0", parent_provider_uuid=host)
+    client.set_inventories(numa.uuid, numa.generation,
+                           {"CUSTOM_PMEM": Inventory(4)})
+    drv, _ = start(client)
+    drv.source.refresh()
+    root = drv.holder_root
+    assert root({host: {"VCPU": 1}, pool: {"DISK_GB": 10}}) == host
+    assert root({numa.uuid: {"CUSTOM_PMEM": 1}, pool: {"DISK_GB": 10}}) == host
+    assert root({pool: {"DISK_GB": 10}}) is None
+    assert root({host: {"VCPU": 1}, other: {"VCPU": 1}}) is None
+    assert root({host: {"VCPU": 1}, str(uuid.UUID(int=99)): {"VCPU": 1}}) is None
