@@ -142,16 +142,19 @@ def _best_of(parts: list[tuple[Fit, np.ndarray, np.ndarray]], limit: int,
     rows = np.concatenate([f.rows[p] for f, p, _ in parts])
     weights = np.concatenate([w for _, _, w in parts])
     order = top_k(weights, index.key_hi, index.key_lo, limit, rows=rows)
-    out: list[Candidate | None] = [None] * len(order)
+    out: list[Candidate] = []
+    ranks = []          # per part, where its candidates stand in ``order``
     start = 0
     for f, pos, _ in parts:
         k = np.flatnonzero((order >= start) & (order < start + len(pos)))
-        chosen = order[k]
-        for at, cand in zip(k.tolist(), _candidates(
-                f, pos[chosen - start], weights[chosen].tolist())):
-            out[at] = cand
+        if len(k):
+            chosen = order[k]
+            out += _candidates(f, pos[chosen - start], weights[chosen].tolist())
+            ranks.append(k)
         start += len(pos)
-    return [c for c in out if c is not None]
+    if len(ranks) < 2:
+        return out
+    return [out[i] for i in np.argsort(np.concatenate(ranks)).tolist()]
 
 
 def _position(rows: np.ndarray, row: int) -> int | None:
