@@ -186,6 +186,17 @@ OPTS = [
              "them, wake the loop at once. This bounds how long placement "
              "holds more than the live flavor. 0 disables the loop; "
              "'scheduler-ext audit' still works."),
+    cfg.BoolOpt(
+        "freeze_start_heap", default=True,
+        help="Once the scheduler service has started (its fleet view read, "
+             "nova's host manager built), move every object then alive out "
+             "of the reach of Python's cyclic garbage collector "
+             "(gc.freeze(), once per process). Those objects live as long as "
+             "the service; without this, every full collection walks them "
+             "again, and with 1000 hosts through nova's filters per request "
+             "such collections take a fifth of a decision at 10,000 hosts. "
+             "Objects frozen are still freed when nothing refers to them; "
+             "only reference cycles among them are never collected."),
     cfg.StrOpt(
         "release_journal_dir", default="/var/lib/scheduler-ext/release-journal",
         help="Directory of the release journal: before a move's old "

@@ -11,6 +11,7 @@ nova inside the package.
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing
 import random
 import threading
@@ -23,18 +24,32 @@ from scheduler_ext.lab.bench_refresh import loaded_placement
 from scheduler_ext.placement import AllocationWrite
 from scheduler_ext.placement.http import HttpPlacement
 
-#: the phases a decision is split into (see ``PhaseTimer``); "reads" are
-#: placement reads of consumers outside the claim
-PHASES = ("refresh", "engine", "nova", "claim", "reads", "other")
+#: the phases a decision is split into (see ``PhaseTimer``): "nova" is
+#: nova's host filters and weighers with the host reads they need, "prep"
+#: nova's request preparation both schedulers run (request filters, the
+#: placement query, notifications), "reads" the look-up of a move's records
+PHASES = ("refresh", "engine", "nova", "prep", "claim", "reads", "other")
 
 
 class PhaseTimer:
     """Wall time per phase of the current decision, summed over nested
-    calls of instrumented functions (the outermost phase wins)."""
+    calls of instrumented functions (the outermost phase wins), and the
+    time the process spent in garbage collections during it (``gc``: it
+    falls inside whichever phase triggered it)."""
 
     def __init__(self) -> None:
         self.current: dict[str, float] = {}
         self._depth = threading.local()
+        self._gc = 0.0
+        self._gc_started: float | None = None
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        elif self._gc_started is not None:
+            self._gc += time.perf_counter() - self._gc_started
+            self._gc_started = None
 
     def wrap(self, owner: Any, name: str, phase: str) -> None:
         """Time ``owner.name`` (a class or module attribute) as ``phase``."""
@@ -60,6 +75,7 @@ class PhaseTimer:
         ``other``, its result or the exception it raised)."""
         self.current = {}
         self._depth.n = 0
+        self._gc = 0.0
         started = time.perf_counter()
         try:
             out: Any = fn()
@@ -69,6 +85,7 @@ class PhaseTimer:
         phases = {p: self.current.get(p, 0.0) for p in PHASES[:-1]}
         phases["other"] = max(0.0, total - sum(phases.values()))
         phases["total"] = total
+        phases["gc"] = self._gc
         return phases, out
 
 
@@ -81,7 +98,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def summarize(samples: list[dict[str, float]]) -> dict[str, dict[str, float]]:
     """p50 and p99 in ms per phase (and total) over ``samples``."""
-    keys = list(PHASES) + ["total"]
+    keys = list(PHASES) + ["total", "gc"]
     return {k: {"p50": 1e3 * percentile([s.get(k, 0.0) for s in samples], 0.5),
                 "p99": 1e3 * percentile([s.get(k, 0.0) for s in samples], 0.99)}
             for k in keys}

@@ -16,7 +16,7 @@ Importing this package imports nothing from nova. Its modules:
     reconcile.
 ``service``
     What the manager and the driver share (options, placement client,
-    the scheduler built on first use, the reconcile run).
+    the scheduler built as the service starts, the reconcile run).
 ``manager``
     For nova >= 23: a ``SchedulerManager`` subclass, run by the
     ``scheduler-ext-nova-scheduler`` service (``cmd``) in place of

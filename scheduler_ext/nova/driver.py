@@ -51,8 +51,9 @@ class SchedulerExtDriver(nova_driver.Scheduler):
         super().__init__()
         self.ext = service.ExtService(self.host_manager)
         self._stock = None
-        # 22.x's manager has no start hook for its driver: the reconcile
-        # loop starts with the driver
+        # 22.x's manager has no start hook for its driver: the fleet read
+        # and the reconcile loop start with the driver
+        self.ext.start()
         self.ext.start_reconcile()
 
     def select_destinations(self, context, spec_obj, instance_uuids,

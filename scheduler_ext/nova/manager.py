@@ -59,6 +59,7 @@ class SchedulerManager(nova_manager.SchedulerManager):
     # ------------------------------------------------------- life cycle
     def post_start_hook(self):
         super().post_start_hook()
+        self.ext.start()
         self.ext.start_reconcile()
         if CONF.scheduler_ext.reconcile_interval > 0:
             self._listener = notifications.start_listener(

@@ -32,7 +32,7 @@ from tests.nova.known_differences import KNOWN_DIFFERENCES, WINDOW_ONLY
 MOVING = "tests.nova.cases_moving"
 NESTED = "tests.nova.cases_nested"
 TARGETS = ["tests.nova.cases_adapter", "tests.nova.cases_scenarios",
-           "tests.nova.cases_audit",
+           "tests.nova.cases_audit", "tests.nova.cases_startup",
            "tests.nova.cases_nova22", "tests.nova.cases_window", NESTED]
 if os.environ.get("SCHEDULER_EXT_NOVA_MOVES", "1") != "0":
     TARGETS.append(MOVING)
@@ -192,6 +192,10 @@ def test_two_hosts_only_the_source_fits(nova_results):
     _assert_all_pass(nova_results, "OnlySourceFits", at_least=2)
     # nova's own scheduler: NoValidHost on the same fleet
     _assert_all_pass(nova_results, "StockOnlySourceFits")
+
+
+def test_the_service_reads_the_fleet_when_it_starts(nova_results):
+    _assert_all_pass(nova_results, "ServiceStart", at_least=4)
 
 
 def test_host_states_read_only_the_candidates_services(nova_results):
