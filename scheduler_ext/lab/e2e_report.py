@@ -90,8 +90,9 @@ def _ratio_lines(results: list[dict]) -> list[str]:
            "| of which refresh + engine + reads, p50 ms "
            "| stock adds besides its placement GET: total minus (nova + prep + claim "
            "+ GET), p50 ms "
-           "| stock p50 / ours-limit p50 | ours-limit p50 / its claim p50 |",
-           "|---|---|---|---|---|---|---|---|"]
+           "| stock p50 / ours-limit p50 | ours-limit adds, p50 ms "
+           "| ours-limit p50 / its claim p50 |",
+           "|---|---|---|---|---|---|---|---|---|"]
     added = lambda x: x["total"] - x["nova"] - x.get("prep", 0.0) - x["claim"]  # noqa: E731
     own = lambda x: x["refresh"] + x["engine"] + x["reads"]  # noqa: E731
     stock_rest = lambda x: added(x) - x["engine"]  # noqa: E731
@@ -109,9 +110,10 @@ def _ratio_lines(results: list[dict]) -> list[str]:
                 lim = _stats(r, f"ours-limit/{kind}")
                 cells += [f"{s['total']['p50'] / max(lim['total']['p50'], 1e-9):.1f}"
                           if s else "-",
+                          f"{_p50_of(samples[f'ours-limit/{kind}'], added):.1f}",
                           f"{lim['total']['p50'] / max(lim['claim']['p50'], 1e-9):.1f}"]
             else:
-                cells += ["-", "-"]
+                cells += ["-", "-", "-"]
             out.append("| " + " | ".join(cells) + " |")
     return out
 
