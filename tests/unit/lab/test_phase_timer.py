@@ -1,0 +1,75 @@
+"""The end-to-end benchmark's per-decision timer (``lab.e2e.PhaseTimer``)."""
+
+import gc
+import types
+
+from scheduler_ext.lab import e2e
+
+
+class Clock:
+    """A perf_counter the test advances by hand."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_nested_calls_count_to_the_outermost_phase(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(e2e.time, "perf_counter", clock)
+
+    def inner():
+        clock.now += 1.0
+
+    def outer():
+        clock.now += 2.0
+        owner.inner()
+
+    owner = types.SimpleNamespace(inner=inner, outer=outer)
+    timer = e2e.PhaseTimer()
+    timer.wrap(owner, "inner", "engine")
+    timer.wrap(owner, "outer", "nova")
+
+    def decide():
+        owner.outer()
+        owner.inner()
+        clock.now += 0.5            # unwrapped work
+
+    phases, out = timer.decision(decide)
+    assert out is None
+    assert phases["nova"] == 3.0        # outer, its inner call included
+    assert phases["engine"] == 1.0      # the direct call only
+    assert phases["other"] == 0.5
+    assert phases["total"] == 4.5
+
+
+def test_garbage_collections_during_a_decision_are_timed():
+    timer = e2e.PhaseTimer()
+    garbage = []
+    for _ in range(20000):              # cycles for the collector to walk
+        node: dict = {}
+        node["self"] = node
+        garbage.append(node)
+
+    def decide():
+        garbage.clear()
+        gc.collect()
+
+    phases, _ = timer.decision(decide)
+    assert 0.0 < phases["gc"] <= phases["total"]
+    quiet, _ = timer.decision(lambda: None)
+    assert quiet["gc"] < phases["gc"]     # counted per decision, not summed
+
+
+def test_an_exception_is_the_decision_outcome():
+    timer = e2e.PhaseTimer()
+
+    def fails():
+        raise RuntimeError("no host")
+
+    phases, out = timer.decision(fails)
+    assert isinstance(out, RuntimeError)
+    assert phases["total"] >= 0.0
+    assert set(e2e.summarize([phases])) == set(e2e.PHASES) | {"total", "gc"}
