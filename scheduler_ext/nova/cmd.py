@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     from nova.scheduler import rpcapi
     from nova import service
 
+    from scheduler_ext import errors
     from scheduler_ext.nova import service as ext_service
 
     conf = nova.conf.CONF
@@ -51,8 +52,14 @@ def main(argv: list[str] | None = None) -> None:
     if hasattr(objects.Service, "enable_min_version_cache"):
         objects.Service.enable_min_version_cache()
 
-    server = service.Service.create(
-        binary="nova-scheduler", topic=rpcapi.RPC_TOPIC, manager=MANAGER)
+    try:
+        # before the workers fork: a bad option stops the start once
+        ext_service.check_database(conf)
+        server = service.Service.create(
+            binary="nova-scheduler", topic=rpcapi.RPC_TOPIC, manager=MANAGER)
+    except errors.SchedulerExtError as exc:
+        logging.getLogger(__name__).critical("cannot start: %s", exc)
+        sys.exit(f"scheduler-ext-nova-scheduler: cannot start: {exc}")
     workers = conf.scheduler.workers or processutils.get_worker_count()
     try:                    # nova 2025.1+: executors must not cross a fork
         from nova import thread_pool_factory

@@ -32,6 +32,7 @@ from scheduler_ext.moves.tracker import ReconcileTracker
 from scheduler_ext.nova import placement_client, reconcile
 from scheduler_ext.nova.scheduler import NovaScheduler
 from scheduler_ext.placement.http import HttpPlacement
+from scheduler_ext.placement.sql_snapshot import SqlSnapshot
 
 CONF = nova.conf.CONF
 LOG = logging.getLogger(__name__)
@@ -59,6 +60,22 @@ def preload(conf=CONF) -> None:
                           se_driver.FALLBACK_SOURCE, "engine")
     se_driver.load_plugin(se_driver.STRATEGY_NAMESPACE, opts.move_strategy,
                           "move_strategy")
+
+
+def check_database(conf=CONF) -> None:
+    """Read placement's database once when the fleet view will read it
+    (``placement_database_connection`` set, ``snapshot_source`` not
+    ``api``). An unreachable one raises ``ConfigError`` naming the option
+    and the database's host. The service command runs this before it forks
+    its workers, so a bad URL stops the start once, not in every worker."""
+    opts = conf.scheduler_ext
+    if opts.snapshot_source == "api" or not opts.placement_database_connection:
+        return
+    sql = SqlSnapshot(opts.placement_database_connection)
+    try:
+        sql.check()
+    finally:
+        sql.dispose()           # no pooled connection crosses the fork
 
 
 def nova_report_client() -> Any:
