@@ -58,8 +58,11 @@ def main(argv: list[str] | None = None) -> None:
         server = service.Service.create(
             binary="nova-scheduler", topic=rpcapi.RPC_TOPIC, manager=MANAGER)
     except errors.SchedulerExtError as exc:
+        # exit 2, one line: the command-line convention of every
+        # scheduler-ext command for a usage or environment error
         logging.getLogger(__name__).critical("cannot start: %s", exc)
-        sys.exit(f"scheduler-ext-nova-scheduler: cannot start: {exc}")
+        print(f"scheduler-ext-nova-scheduler: cannot start: {exc}", file=sys.stderr)
+        sys.exit(2)
     workers = conf.scheduler.workers or processutils.get_worker_count()
     try:                    # nova 2025.1+: executors must not cross a fork
         from nova import thread_pool_factory

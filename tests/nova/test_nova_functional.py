@@ -313,8 +313,9 @@ def test_service_command_parses_nova_arguments():
 
 def test_service_command_stops_once_on_an_unreachable_placement_database(tmp_path):
     """A placement database nothing answers on stops the service command
-    before it builds its service or forks a worker: exit status 1, one
-    message naming the option and the host, no password, no traceback."""
+    before it builds its service or forks a worker, with one
+    message naming the option and the host, no password, no traceback;
+    exit status 2, as every scheduler-ext command for an environment error."""
     conf = tmp_path / "nova.conf"
     conf.write_text("[scheduler_ext]\nplacement_database_connection = "
                     "postgresql+psycopg2://nova:secret@127.0.0.1:9/placement\n")
@@ -325,7 +326,7 @@ def test_service_command_stops_once_on_an_unreachable_placement_database(tmp_pat
          "cmd.main()"],
         capture_output=True, text=True, timeout=300)
     text = out.stdout + out.stderr
-    assert out.returncode == 1, text[-3000:]
+    assert out.returncode == 2, text[-3000:]
     assert "cannot start: [scheduler_ext] placement_database_connection" in text
     assert "127.0.0.1:9" in text
     assert "secret" not in text and "Traceback" not in text
