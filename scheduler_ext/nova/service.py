@@ -32,7 +32,7 @@ from scheduler_ext.moves.tracker import ReconcileTracker
 from scheduler_ext.nova import placement_client, reconcile
 from scheduler_ext.nova.scheduler import NovaScheduler
 from scheduler_ext.placement.http import HttpPlacement
-from scheduler_ext.placement.sql_snapshot import SqlSnapshot
+from scheduler_ext.sources.fleet_view import checked_database
 
 CONF = nova.conf.CONF
 LOG = logging.getLogger(__name__)
@@ -64,17 +64,12 @@ def preload(conf=CONF) -> None:
 
 def check_database(conf=CONF) -> None:
     """Read placement's database once when the fleet view will read it
-    (``placement_database_connection`` set, ``snapshot_source`` not
-    ``api``). An unreachable one raises ``ConfigError`` naming the option
-    and the database's host. The service command runs this before it forks
-    its workers, so a bad URL stops the start once, not in every worker."""
-    opts = conf.scheduler_ext
-    if opts.snapshot_source == "api" or not opts.placement_database_connection:
-        return
-    sql = SqlSnapshot(opts.placement_database_connection)
-    try:
-        sql.check()
-    finally:
+    (``fleet_view.checked_database``): an unreachable one, or ``sql``
+    without a URL, raises ``ConfigError`` naming the option. The service
+    command runs this before it forks its workers, so a bad option stops
+    the start once, not in every worker."""
+    sql = checked_database(conf)
+    if sql is not None:
         sql.dispose()           # no pooled connection crosses the fork
 
 

@@ -52,29 +52,38 @@ LOG = logging.getLogger(__name__)
 SLOW_API_READ = 1.0
 
 
-def choose_source(client: PlacementClient, conf: cfg.ConfigOpts) -> ChangeSource:
-    """The change source ``[scheduler_ext] snapshot_source`` names (``auto``:
-    sql when ``placement_database_connection`` is set). The sql database is
-    checked here: an unreachable one is a ConfigError naming the option
-    and the host. A client that offers a change feed (the embedded
-    placement) is read through it (``FeedChanges``: what the feed names,
-    exactly)."""
+def checked_database(conf: cfg.ConfigOpts) -> SqlSnapshot | None:
+    """Placement's database when ``[scheduler_ext] snapshot_source`` reads
+    it (``auto``: when ``placement_database_connection`` is set), read
+    once: an unreachable one is a ConfigError naming the option and the
+    host. None when the source is the API."""
     opts = conf.scheduler_ext
     kind = opts.snapshot_source
     if kind == "auto":
         kind = "sql" if opts.placement_database_connection else "api"
     if kind == "api":
-        if isinstance(client, ChangeFeed):
-            # the embedded placement: the one change feed, whose snapshot
-            # also reads some providers
-            return FeedChanges(cast(ChangeFeedClient, client))
-        return ApiChanges(client)
+        return None
     if not opts.placement_database_connection:
         raise errors.ConfigError(
             f"[scheduler_ext] snapshot_source = sql needs {OPTION}", option=OPTION)
     sql = SqlSnapshot(opts.placement_database_connection)
     sql.check()
-    return SqlChanges(sql)
+    return sql
+
+
+def choose_source(client: PlacementClient, conf: cfg.ConfigOpts) -> ChangeSource:
+    """The change source ``[scheduler_ext] snapshot_source`` names, its
+    database checked (``checked_database``). A client that offers a change
+    feed (the embedded placement) is read through it (``FeedChanges``: what
+    the feed names, exactly)."""
+    sql = checked_database(conf)
+    if sql is not None:
+        return SqlChanges(sql)
+    if isinstance(client, ChangeFeed):
+        # the embedded placement: the one change feed, whose snapshot
+        # also reads some providers
+        return FeedChanges(cast(ChangeFeedClient, client))
+    return ApiChanges(client)
 
 
 class FleetView:
