@@ -35,12 +35,12 @@ class PhaseTimer:
     """Wall time per phase of the current decision, summed over nested
     calls of instrumented functions (the outermost phase wins), and the
     time the process spent in garbage collections during it (``gc``: it
-    falls inside whichever phase triggered it)."""
+    falls inside whichever phase triggered it; ``gc:<phase>`` says which)."""
 
     def __init__(self) -> None:
         self.current: dict[str, float] = {}
         self._depth = threading.local()
-        self._gc = 0.0
+        self._gc: dict[str, float] = {}
         self._gc_started: float | None = None
         gc.callbacks.append(self._on_gc)
 
@@ -48,7 +48,10 @@ class PhaseTimer:
         if phase == "start":
             self._gc_started = time.perf_counter()
         elif self._gc_started is not None:
-            self._gc += time.perf_counter() - self._gc_started
+            # the thread that triggered the collection: its phase, if any
+            where = getattr(self._depth, "phase", None) or "other"
+            self._gc[where] = self._gc.get(where, 0.0) + \
+                time.perf_counter() - self._gc_started
             self._gc_started = None
 
     def wrap(self, owner: Any, name: str, phase: str) -> None:
@@ -59,12 +62,15 @@ class PhaseTimer:
         def timed(*args: Any, **kwargs: Any) -> Any:
             depth = getattr(timer._depth, "n", 0)
             timer._depth.n = depth + 1
+            if depth == 0:
+                timer._depth.phase = phase
             started = time.perf_counter()
             try:
                 return original(*args, **kwargs)
             finally:
                 timer._depth.n = depth
                 if depth == 0:
+                    timer._depth.phase = None
                     timer.current[phase] = timer.current.get(phase, 0.0) + \
                         time.perf_counter() - started
 
@@ -75,7 +81,8 @@ class PhaseTimer:
         ``other``, its result or the exception it raised)."""
         self.current = {}
         self._depth.n = 0
-        self._gc = 0.0
+        self._depth.phase = None
+        self._gc = {}
         started = time.perf_counter()
         try:
             out: Any = fn()
@@ -85,7 +92,8 @@ class PhaseTimer:
         phases = {p: self.current.get(p, 0.0) for p in PHASES[:-1]}
         phases["other"] = max(0.0, total - sum(phases.values()))
         phases["total"] = total
-        phases["gc"] = self._gc
+        phases["gc"] = sum(self._gc.values())
+        phases.update((f"gc:{p}", self._gc.get(p, 0.0)) for p in PHASES)
         return phases, out
 
 

@@ -9,6 +9,8 @@ import os
 from scheduler_ext.lab.e2e import PHASES, summarize
 
 KINDS = ("boot", "resize")
+#: the phases of what a scheduler adds to nova's own work and the claim
+ADDED = ("refresh", "engine", "reads", "other")
 
 
 def load(out: str) -> list[dict]:
@@ -88,13 +90,15 @@ def _ratio_lines(results: list[dict]) -> list[str]:
     out = ["| hosts | kind | stock p50 / ours p50 "
            "| ours adds: total minus (nova + prep + claim), p50 ms "
            "| of which refresh + engine + reads, p50 ms "
+           "| of which garbage collections, p50 ms "
            "| stock adds besides its placement GET: total minus (nova + prep + claim "
            "+ GET), p50 ms "
            "| stock p50 / ours-limit p50 | ours-limit adds, p50 ms "
            "| ours-limit p50 / its claim p50 |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|---|---|"]
     added = lambda x: x["total"] - x["nova"] - x.get("prep", 0.0) - x["claim"]  # noqa: E731
     own = lambda x: x["refresh"] + x["engine"] + x["reads"]  # noqa: E731
+    collections = lambda x: sum(x.get(f"gc:{p}", 0.0) for p in ADDED)  # noqa: E731
     stock_rest = lambda x: added(x) - x["engine"]  # noqa: E731
     for r in results:
         for kind in KINDS:
@@ -105,6 +109,8 @@ def _ratio_lines(results: list[dict]) -> list[str]:
                      f"{s['total']['p50'] / max(o['total']['p50'], 1e-9):.1f}" if s else "-",
                      f"{_p50_of(samples[f'ours/{kind}'], added):.1f}",
                      f"{_p50_of(samples[f'ours/{kind}'], own):.1f}",
+                     f"{_p50_of(samples[f'ours/{kind}'], collections):.1f}"
+                     if "gc:other" in samples[f"ours/{kind}"][0] else "-",
                      f"{_p50_of(samples[f'stock/{kind}'], stock_rest):.1f}" if s else "-"]
             if f"ours-limit/{kind}" in samples:
                 lim = _stats(r, f"ours-limit/{kind}")

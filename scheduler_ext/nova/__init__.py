@@ -8,6 +8,8 @@ Importing this package imports nothing from nova. Its modules:
 ``ranking``
     nova's host filters and weighers as a per-call ``Ranking`` of our
     candidates.
+``garbage``
+    Each call's nova HostStates dropped in a thread after the answer.
 ``scheduler``
     ``NovaScheduler``: one select_destinations call, our Selections to
     nova's ``Selection`` objects.

@@ -11,6 +11,7 @@ candidate's weight becomes its rank in nova's order.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator, Mapping
 from typing import Any, Iterable, Sequence
 
 import nova.conf
@@ -23,6 +24,42 @@ CONF = nova.conf.CONF
 #: The candidate limit when nova asks placement for every candidate (server
 #: groups, a host targeted without its node).
 UNLIMITED = 10 ** 9
+
+
+class LazyAllocationRequest(Mapping):
+    """One candidate's allocation request in ``HostState.allocation_candidates``,
+    built on first read.
+
+    nova's filters read an allocation request only for a request with a
+    NUMA topology or PCI devices (``CandidateFilterMixin``); building all
+    of them up front cost 3 to 8 ms a decision at 1,000 hosts, garbage
+    collections included. A read-only mapping equal to
+    ``request.allocation_request(candidate)``; ``index`` is the
+    candidate's place in the list ``rank`` was given."""
+
+    __slots__ = ("candidate", "index", "_body")
+
+    def __init__(self, candidate: Candidate, index: int):
+        self.candidate = candidate
+        self.index = index
+        self._body: dict | None = None
+
+    def _built(self) -> dict:
+        if self._body is None:
+            self._body = allocation_request(self.candidate)
+        return self._body
+
+    def __getitem__(self, key: str) -> Any:
+        return self._built()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._built())
+
+    def __len__(self) -> int:
+        return len(self._built())
+
+    def __repr__(self) -> str:
+        return repr(self._built())
 
 
 class NovaRanking:
@@ -55,20 +92,16 @@ class NovaRanking:
         for i, c in enumerate(cands):
             by_root.setdefault(c.root, []).append(i)
         hosts = self.host_states(by_root)
-        position: dict[int, int] = {}     # id(allocation request) -> index
         for host in hosts:
-            host.allocation_candidates = []
-            for i in by_root[host.uuid]:
-                ar = allocation_request(cands[i])
-                position[id(ar)] = i
-                host.allocation_candidates.append(ar)
+            host.allocation_candidates = [LazyAllocationRequest(cands[i], i)
+                                          for i in by_root[host.uuid]]
         out: list[float | None] = [None] * len(cands)
         order = self._nova_order(hosts)
         for pos, host in enumerate(order):
             for ar in host.allocation_candidates:
-                at = position.get(id(ar))
-                if at is not None:
-                    out[at] = float(len(order) - pos)
+                # a filter keeps a subset of ours; anything else is not ours
+                if isinstance(ar, LazyAllocationRequest):
+                    out[ar.index] = float(len(order) - pos)
         return out
 
     def _nova_order(self, hosts: list) -> list:

@@ -40,6 +40,7 @@ from scheduler_ext import errors
 from scheduler_ext.driver import Driver
 from scheduler_ext.moves.request import ScheduleRequest, Selection
 from scheduler_ext.nova import request as nova_request
+from scheduler_ext.nova.garbage import BackgroundRelease
 from scheduler_ext.nova.ranking import NovaRanking
 from scheduler_ext.nova.request import ALLOCATION_REQUEST_VERSION, UseNova
 from scheduler_ext.placement import PlacementClient
@@ -81,6 +82,8 @@ class NovaScheduler:
         self.holder_root = getattr(driver, "holder_root", None)
         self.lock = threading.Lock()
         self.notifier = rpc.get_notifier("scheduler")
+        #: drops each call's HostStates after its answer (see ``garbage``)
+        self.release = BackgroundRelease()
 
     def select(self, context, spec_obj, instance_uuids, num_alts: int) -> list[list]:
         """Per instance: the claimed nova Selection, then up to ``num_alts``
@@ -98,13 +101,16 @@ class NovaScheduler:
             raise exception.NoValidHost(reason=exc.message)
         query = nova_request.parse_query(
             nova_request.placement_query(context, spec, self.host_manager))
+        used: list = []     # this call's NovaRanking, dropped after the answer
         try:
             with self.lock:
                 return self._select(context, spec, list(instance_uuids),
-                                    query, num_alts, may_move)
+                                    query, num_alts, may_move, used)
         except errors.SchedulerExtError as exc:   # placement unreachable...
             LOG.error("scheduling %s failed: %s", instance_uuids, exc)
             raise exception.NoValidHost(reason=public_reason(exc))
+        finally:
+            self.release.later(used)
 
     def _requests(self, context, spec, instance_uuids: list[str],
                   query, may_move: bool) -> list[ScheduleRequest]:
@@ -121,12 +127,13 @@ class NovaScheduler:
                 query, uuid, spec, context, move))
         return requests
 
-    def _select(self, context, spec, instance_uuids: list[str],
-                query, num_alts: int, may_move: bool) -> list[list]:
+    def _select(self, context, spec, instance_uuids: list[str], query,
+                num_alts: int, may_move: bool, used: list) -> list[list]:
         admin = context.elevated()
         requests = self._requests(admin, spec, instance_uuids, query, may_move)
         ranking = NovaRanking(admin, spec, self.host_manager,
                               host_limit(query.limit, self.driver))
+        used.append(ranking)
         self._notify(context, spec, "start")
         claimed: list[tuple[str, list[Selection], Any]] = []
         try:

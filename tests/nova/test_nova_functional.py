@@ -31,9 +31,10 @@ from tests.nova.known_differences import KNOWN_DIFFERENCES, WINDOW_ONLY
 
 MOVING = "tests.nova.cases_moving"
 NESTED = "tests.nova.cases_nested"
-TARGETS = ["tests.nova.cases_adapter", "tests.nova.cases_scenarios",
-           "tests.nova.cases_audit", "tests.nova.cases_startup",
-           "tests.nova.cases_nova22", "tests.nova.cases_window", NESTED]
+TARGETS = ["tests.nova.cases_adapter", "tests.nova.cases_ranking",
+           "tests.nova.cases_scenarios", "tests.nova.cases_audit",
+           "tests.nova.cases_startup", "tests.nova.cases_nova22",
+           "tests.nova.cases_window", NESTED]
 if os.environ.get("SCHEDULER_EXT_NOVA_MOVES", "1") != "0":
     TARGETS.append(MOVING)
 #: nova's tests for QoS ports and vGPU flavors run by default (54 in all,

@@ -63,6 +63,28 @@ def test_garbage_collections_during_a_decision_are_timed():
     assert quiet["gc"] < phases["gc"]     # counted per decision, not summed
 
 
+def test_a_collection_counts_to_the_phase_that_triggered_it():
+    timer = e2e.PhaseTimer()
+    garbage = []
+    for _ in range(20000):
+        node: dict = {}
+        node["self"] = node
+        garbage.append(node)
+
+    def collect():
+        garbage.clear()
+        gc.collect()
+
+    owner = types.SimpleNamespace(collect=collect)
+    timer.wrap(owner, "collect", "engine")
+    phases, _ = timer.decision(owner.collect)
+    assert phases["gc:engine"] > 0.0
+    assert phases["gc:nova"] == 0.0
+    assert phases["gc"] >= phases["gc:engine"]
+    unwrapped, _ = timer.decision(collect)   # outside any phase: "other"
+    assert unwrapped["gc:other"] > 0.0 and unwrapped["gc:engine"] == 0.0
+
+
 def test_an_exception_is_the_decision_outcome():
     timer = e2e.PhaseTimer()
 
