@@ -42,14 +42,18 @@ class PhaseTimer:
         self._depth = threading.local()
         self._gc: dict[str, float] = {}
         self._gc_started: float | None = None
+        #: the thread running the decision, and the phase it is in
+        self._thread: int | None = None
+        self._phase: str | None = None
         gc.callbacks.append(self._on_gc)
 
     def _on_gc(self, phase: str, info: dict) -> None:
         if phase == "start":
             self._gc_started = time.perf_counter()
         elif self._gc_started is not None:
-            # the thread that triggered the collection: its phase, if any
-            where = getattr(self._depth, "phase", None) or "other"
+            # whichever thread triggered it, the collection held up the
+            # decision's thread in the phase that thread is in
+            where = self._phase or "other"
             self._gc[where] = self._gc.get(where, 0.0) + \
                 time.perf_counter() - self._gc_started
             self._gc_started = None
@@ -62,15 +66,16 @@ class PhaseTimer:
         def timed(*args: Any, **kwargs: Any) -> Any:
             depth = getattr(timer._depth, "n", 0)
             timer._depth.n = depth + 1
-            if depth == 0:
-                timer._depth.phase = phase
+            outer = depth == 0 and threading.get_ident() == timer._thread
+            if outer:
+                timer._phase = phase
             started = time.perf_counter()
             try:
                 return original(*args, **kwargs)
             finally:
                 timer._depth.n = depth
-                if depth == 0:
-                    timer._depth.phase = None
+                if outer:
+                    timer._phase = None
                     timer.current[phase] = timer.current.get(phase, 0.0) + \
                         time.perf_counter() - started
 
@@ -81,7 +86,8 @@ class PhaseTimer:
         ``other``, its result or the exception it raised)."""
         self.current = {}
         self._depth.n = 0
-        self._depth.phase = None
+        self._thread = threading.get_ident()
+        self._phase = None
         self._gc = {}
         started = time.perf_counter()
         try:

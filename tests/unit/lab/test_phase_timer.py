@@ -1,6 +1,7 @@
 """The end-to-end benchmark's per-decision timer (``lab.e2e.PhaseTimer``)."""
 
 import gc
+import threading
 import types
 
 from scheduler_ext.lab import e2e
@@ -83,6 +84,20 @@ def test_a_collection_counts_to_the_phase_that_triggered_it():
     assert phases["gc"] >= phases["gc:engine"]
     unwrapped, _ = timer.decision(collect)   # outside any phase: "other"
     assert unwrapped["gc:other"] > 0.0 and unwrapped["gc:engine"] == 0.0
+
+
+def test_a_collection_in_another_thread_counts_to_the_decision_s_phase():
+    timer = e2e.PhaseTimer()
+
+    def nova_waits_on_a_collection():
+        worker = threading.Thread(target=gc.collect)
+        worker.start()
+        worker.join()
+
+    owner = types.SimpleNamespace(work=nova_waits_on_a_collection)
+    timer.wrap(owner, "work", "nova")
+    phases, _ = timer.decision(owner.work)
+    assert phases["gc:nova"] > 0.0 and phases["gc:other"] == 0.0
 
 
 def test_an_exception_is_the_decision_outcome():
