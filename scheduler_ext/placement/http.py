@@ -74,13 +74,22 @@ class HttpPlacement:
         return self._version
 
     @classmethod
-    def from_url(cls, url: str, token: str = "admin",
-                 timeout: float = 30.0) -> "HttpPlacement":
-        """A client for a placement running with ``auth_strategy = noauth2``."""
+    def from_url(cls, url: str, token: str = "admin", timeout: float = 30.0,
+                 connect_retries: int = 2) -> "HttpPlacement":
+        """A client for a placement running with ``auth_strategy = noauth2``.
+
+        ``connect_retries``: a request whose connection fails is sent again
+        (keystoneauth's own retry, 0.5 s then 1 s apart). A server closes an
+        idle keep-alive connection when it likes; a request sent on it just
+        then fails before placement reads it. Re-sending is safe: every
+        allocation write carries consumer generations, so it cannot apply
+        twice. (``from_conf`` takes ``[placement] connect_retries`` from
+        the configuration, as nova's own client does.)"""
         sess = ks_session.Session(auth=None, timeout=timeout,
                                   additional_headers={"x-auth-token": token})
         return cls(ks_adapter.Adapter(sess, service_type="placement",
-                                      endpoint_override=url.rstrip("/")))
+                                      endpoint_override=url.rstrip("/"),
+                                      connect_retries=connect_retries))
 
     @classmethod
     def from_conf(cls, conf, group: str = "placement") -> "HttpPlacement":

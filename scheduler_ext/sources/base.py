@@ -34,6 +34,12 @@ class Candidate:
     weight: float = 0.0
     mappings: Mapping[str, Sequence[str]] | None = None
 
+    def with_weight(self, weight: float) -> "Candidate":
+        """This candidate with ``weight`` (a direct build:
+        ``dataclasses.replace`` costs several times more, once per
+        candidate of every decision)."""
+        return Candidate(self.root, self.allocations, weight, self.mappings)
+
 
 @dataclasses.dataclass(frozen=True)
 class MoveCandidates:
@@ -107,16 +113,10 @@ class Ranking(Protocol):
         when the ranking drops it."""
 
 
-def reweighed(cand: Candidate, weight: float) -> Candidate:
-    """``cand`` with ``weight`` (a direct build: ``dataclasses.replace``
-    costs several times more, once per candidate of every decision)."""
-    return Candidate(cand.root, cand.allocations, weight, cand.mappings)
-
-
 def ranked(cands: Sequence[Candidate], ranking: Ranking) -> list[Candidate]:
     """The candidates ``ranking`` keeps, re-weighed and best first."""
     weights = ranking.rank(cands)
-    kept = [reweighed(c, w) for c, w in zip(cands, weights) if w is not None]
+    kept = [c.with_weight(w) for c, w in zip(cands, weights) if w is not None]
     return sorted(kept, key=lambda c: -c.weight)
 
 
@@ -159,7 +159,7 @@ class RankedSource:
             if c is None:
                 return None
             w = weights.get(id(c))
-            return None if w is None else reweighed(c, w)
+            return None if w is None else c.with_weight(w)
 
         others = sorted((k for k in map(kept, view.others) if k is not None),
                         key=lambda c: -c.weight)

@@ -17,6 +17,7 @@ from scheduler_ext.placement.model import ConsumerAllocations
 from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.sources.base import Candidate, MoveCandidates
 from scheduler_ext.sources.fleet_view import FleetView
+from scheduler_ext.sources.picked import picked_candidates as _candidates
 
 
 class EngineCandidateSource:
@@ -160,15 +161,6 @@ def _best_of(parts: list[tuple[Fit, np.ndarray, np.ndarray]], limit: int,
 def _position(rows: np.ndarray, row: int) -> int | None:
     i = int(np.searchsorted(rows, row))
     return i if i < len(rows) and rows[i] == row else None
-
-
-def _candidates(fit: Fit, positions, weights) -> list[Candidate]:
-    """The candidates at ``positions`` of ``fit`` with their ``weights``,
-    their picks built in one batch (``Fit.picks``)."""
-    u = fit.index.uuids
-    return [Candidate(u[r], allocs, float(w), mappings)
-            for r, w, (allocs, mappings) in zip(
-                fit.rows[positions].tolist(), weights, fit.picks(positions))]
 
 
 def _candidate(fit: Fit, i: int, weight: float) -> Candidate:

@@ -35,7 +35,7 @@ from scheduler_ext.placement import (SHARING_TRAIT, Allocations,
 from scheduler_ext.placement.client import read_listed_providers, read_provider
 from scheduler_ext.placement.model import FleetSnapshot, ProviderRecord
 from scheduler_ext.placement.query import CandidateRequest
-from scheduler_ext.sources.base import (Candidate, MoveCandidates, reweighed,
+from scheduler_ext.sources.base import (Candidate, MoveCandidates,
                                         RealReleaseNeeded)
 
 
@@ -92,8 +92,7 @@ class PlacementCandidateSource:
                 out[i] = s["capacity"] - s["used"] if s else 0
             return out
         weights = self.weigher.weigh(free, len(cands))
-        out = [reweighed(c, float(w))
-               for c, w in zip(cands, weights)]
+        out = [c.with_weight(float(w)) for c, w in zip(cands, weights)]
         out.sort(key=lambda c: (-c.weight, c.root))
         best: dict[str, Candidate] = {}
         for c in out:                      # one candidate per host

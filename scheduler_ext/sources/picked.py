@@ -1,0 +1,79 @@
+"""Engine candidates whose allocations are built when first read.
+
+A decision asks the engine for up to ``max_placement_results`` candidates
+(1,000 by default) so that nova's filters can choose among them; only the
+one claimed and its alternates need their allocations, unless a filter
+reads every allocation request (nova's NUMA and PCI filters do, for a
+request with a topology or devices). Building all of them took 2.5 to 3
+ms a decision at 10,000 and 100,000 providers. A ``PickedCandidate``
+builds its pick from the ``Fit`` it came from (arrays fixed when the fit
+was made: the answer is the same whenever it is read), one at a time for
+the first few read and the rest of its batch in one pass after that.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from scheduler_ext.engine.fit import Fit
+from scheduler_ext.sources.base import Candidate
+
+Pick = tuple[dict[str, dict[str, int]], dict[str, list[str]]]
+
+
+class LazyPicks:
+    """The picks of ``positions`` of ``fit``, built when first read."""
+
+    #: picks built one by one before the rest of the batch is built at once
+    SINGLE = 8
+
+    def __init__(self, fit: Fit, positions: Sequence[int] | np.ndarray):
+        self.fit = fit
+        self.positions: list[int] = np.asarray(positions, np.int64).tolist()
+        self.built: dict[int, Pick] = {}
+
+    def get(self, k: int) -> Pick:
+        """The pick of ``positions[k]`` (``Fit.picks``)."""
+        got = self.built.get(k)
+        if got is not None:
+            return got
+        if len(self.built) < self.SINGLE:
+            got = self.built[k] = self.fit.picks([self.positions[k]])[0]
+            return got
+        rest = [j for j in range(len(self.positions)) if j not in self.built]
+        for j, pick in zip(rest, self.fit.picks([self.positions[j] for j in rest])):
+            self.built[j] = pick
+        return self.built[k]
+
+
+class PickedCandidate(Candidate):
+    """A ``Candidate`` whose ``allocations`` and ``mappings`` are the
+    ``k``-th pick of ``picks``, built on first read."""
+
+    def __init__(self, root: str, weight: float, picks: LazyPicks, k: int):
+        self.root = root
+        self.weight = weight
+        self._picks = picks
+        self._k = k
+
+    @property
+    def allocations(self) -> Mapping[str, Mapping[str, int]]:  # type: ignore[override]
+        return self._picks.get(self._k)[0]
+
+    @property
+    def mappings(self) -> Mapping[str, Sequence[str]] | None:  # type: ignore[override]
+        return self._picks.get(self._k)[1]
+
+    def with_weight(self, weight: float) -> Candidate:
+        return PickedCandidate(self.root, weight, self._picks, self._k)
+
+
+def picked_candidates(fit: Fit, positions: Sequence[int] | np.ndarray,
+                      weights: Sequence[float]) -> list[Candidate]:
+    """The candidates at ``positions`` of ``fit`` with their ``weights``."""
+    picks = LazyPicks(fit, positions)
+    u = fit.index.uuids
+    return [PickedCandidate(u[r], float(w), picks, k) for k, (r, w) in enumerate(
+        zip(fit.rows[picks.positions].tolist(), weights))]

@@ -1,0 +1,59 @@
+"""Engine candidates whose picks are built when first read
+(``sources.picked``) read as the picks built in one batch, whenever and
+in whatever order they are read."""
+
+from scheduler_ext.engine import CapacityIndex, Weigher
+from scheduler_ext.lab.bench_engine import flavor_requests
+from scheduler_ext.lab.synthetic import bench_fleet
+from scheduler_ext.sources.picked import LazyPicks, picked_candidates
+
+
+def _fit(n=400):
+    index = CapacityIndex.from_columnar(bench_fleet(n, 3, sharing_fraction=0.05))
+    fit = index.fit(flavor_requests()[1])
+    positions, weights = fit.best_positions(60, weigher=Weigher())
+    return index, fit, positions, weights
+
+
+def test_reads_as_the_batch_in_any_order_and_after_the_index_changes():
+    index, fit, positions, weights = _fit()
+    expected = fit.picks(positions)
+    roots = [index.uuids[r] for r in fit.rows[positions].tolist()]
+    cands = picked_candidates(fit, positions, weights)
+    assert [c.root for c in cands] == roots
+    assert [c.weight for c in cands] == [float(w) for w in weights]
+    # the index moves on: a claim fills the first host
+    first = cands[0].root
+    index.apply({first: {"VCPU": 1}})
+    # a few read one by one, out of order, then the rest in one batch
+    order = [7, 3, 0, 59, 12] + [k for k in range(60) if k not in (7, 3, 0, 59, 12)]
+    for k in order:
+        assert cands[k].allocations == expected[k][0], k
+        assert cands[k].mappings == expected[k][1], k
+    sharing = {index.uuids[r] for r in index.sharing_set}
+    assert any(set(c.allocations) & sharing for c in cands), \
+        "the fleet should put some disk on a sharing provider"
+
+
+def test_nothing_is_built_until_read_and_a_reweigh_shares_the_build():
+    _, fit, positions, weights = _fit()
+    cands = picked_candidates(fit, positions, weights)
+    picks = cands[0]._picks
+    assert isinstance(picks, LazyPicks) and picks.built == {}
+    heavier = cands[5].with_weight(99.0)
+    assert picks.built == {}
+    assert heavier.weight == 99.0 and heavier.root == cands[5].root
+    assert heavier.allocations == fit.picks([positions[5]])[0][0]
+    assert set(picks.built) == {5}
+    assert cands[5].allocations is heavier.allocations
+
+
+def test_past_the_first_few_the_rest_is_built_at_once():
+    _, fit, positions, weights = _fit()
+    cands = picked_candidates(fit, positions, weights)
+    picks = cands[0]._picks
+    for k in range(LazyPicks.SINGLE):
+        cands[k].allocations
+    assert len(picks.built) == LazyPicks.SINGLE
+    cands[LazyPicks.SINGLE].mappings
+    assert len(picks.built) == len(positions)
