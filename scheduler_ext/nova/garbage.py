@@ -27,8 +27,7 @@ class BackgroundRelease:
         # queue.Queue (locks from threading), not the C SimpleQueue, so that
         # eventlet's monkey patching makes a waiting get() yield
         self._queue: queue.Queue = queue.Queue()
-        self._thread: threading.Thread | None = None
-        self._pid = 0
+        self._pid = 0       # the process whose thread serves the queue
         self._start_lock = threading.Lock()
 
     def later(self, holder: list[Any]) -> None:
@@ -53,10 +52,8 @@ class BackgroundRelease:
         with self._start_lock:
             if self._pid != os.getpid():
                 self._queue = queue.Queue()
-                self._thread = threading.Thread(
-                    target=self._run, args=(self._queue,), name=self.name,
-                    daemon=True)
-                self._thread.start()
+                threading.Thread(target=self._run, args=(self._queue,),
+                                 name=self.name, daemon=True).start()
                 self._pid = os.getpid()
 
     @staticmethod

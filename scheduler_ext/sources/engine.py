@@ -17,7 +17,7 @@ from scheduler_ext.placement.model import ConsumerAllocations
 from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.sources.base import Candidate, MoveCandidates
 from scheduler_ext.sources.fleet_view import FleetView
-from scheduler_ext.sources.picked import picked_candidates as _candidates
+from scheduler_ext.sources.picked import picked_candidates
 
 
 class EngineCandidateSource:
@@ -70,7 +70,7 @@ class EngineCandidateSource:
         fit = self.index.fit(query)
         picked, weights = fit.best_positions(
             limit, weigher=self.weigher, host_subset_size=self.host_subset_size)
-        return _candidates(fit, picked, weights)
+        return picked_candidates(fit, picked, weights)
 
     def move_candidates(self, query: CandidateRequest, *, limit: int,
                         source: str, released: Allocations | None) -> MoveCandidates:
@@ -150,7 +150,7 @@ def _best_of(parts: list[tuple[Fit, np.ndarray, np.ndarray]], limit: int,
         k = np.flatnonzero((order >= start) & (order < start + len(pos)))
         if len(k):
             chosen = order[k]
-            out += _candidates(f, pos[chosen - start], weights[chosen].tolist())
+            out += picked_candidates(f, pos[chosen - start], weights[chosen].tolist())
             ranks.append(k)
         start += len(pos)
     if len(ranks) < 2:
@@ -164,4 +164,4 @@ def _position(rows: np.ndarray, row: int) -> int | None:
 
 
 def _candidate(fit: Fit, i: int, weight: float) -> Candidate:
-    return _candidates(fit, [i], [weight])[0]
+    return picked_candidates(fit, [i], [weight])[0]

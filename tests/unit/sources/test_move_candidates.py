@@ -15,6 +15,7 @@ from scheduler_ext.lab.bench_engine import flavor_requests
 from scheduler_ext.lab.nested_requests import random_nested_requests
 from scheduler_ext.placement import EmbeddedPlacement
 from scheduler_ext.sources import engine as engine_source
+from scheduler_ext.sources.picked import picked_candidates
 from scheduler_ext.sources.base import MoveCandidates
 
 
@@ -50,7 +51,7 @@ def two_fits(src, query, limit, source, released) -> MoveCandidates:
     order = top_k(w_h[idx], index.key_hi[fit_h.rows[idx]],
                   index.key_lo[fit_h.rows[idx]], limit)
     positions = idx[order]
-    return MoveCandidates(same, engine_source._candidates(
+    return MoveCandidates(same, picked_candidates(
         fit_h, positions, w_h[positions].tolist()), held_source)
 
 
