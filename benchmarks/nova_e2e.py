@@ -50,9 +50,11 @@ from scheduler_ext.nova import request as nova_request  # noqa: E402
 def instrument(timer: e2e.PhaseTimer) -> None:
     """Phase timers on the functions each phase goes through."""
     from nova.compute import utils as compute_utils
+    from nova import rpc
     from nova.objects import request_spec
     from nova.scheduler import host_manager, request_filter, utils as sched_utils
     from nova.scheduler.client import report
+    from scheduler_ext.nova.early_reads import EarlyReads
     from scheduler_ext.sources.engine import EngineCandidateSource
     from scheduler_ext.sources.fleet_view import FleetView
     timer.wrap(FleetView, "refresh", "refresh")
@@ -68,11 +70,17 @@ def instrument(timer: e2e.PhaseTimer) -> None:
     timer.wrap(request_filter, "process_reqspec", "prep")
     timer.wrap(sched_utils, "resources_from_request_spec", "prep")
     timer.wrap(compute_utils, "notify_about_scheduler_action", "prep")
+    timer.wrap(rpc.LegacyValidatingNotifier, "_notify", "prep")
     timer.wrap(request_spec.RequestSpec, "to_legacy_request_spec_dict", "prep")
     timer.wrap(sched_utils, "claim_resources", "claim")
     timer.wrap(HttpPlacement, "post_allocations", "claim")
     timer.wrap(HttpPlacement, "get_consumer", "reads")
     timer.wrap(nova_request, "find_move", "reads")
+    # ours starts its refresh and a move's look-up as the call arrives, on
+    # worker threads (nova.early_reads): what the decision's thread still
+    # waits for is what it costs
+    timer.wrap(EarlyReads, "refreshed", "refresh")
+    timer.wrap(EarlyReads, "move", "reads")
 
 
 @contextlib.contextmanager

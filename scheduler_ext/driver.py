@@ -10,7 +10,7 @@ when the placement client has the allocation-candidates endpoint.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -67,6 +67,21 @@ class Driver(Protocol):
                             ) -> list[list[Selection]]: ...
 
 
+@runtime_checkable
+class RefreshingDriver(Driver, Protocol):
+    """A driver whose view its caller may bring up to date ahead of a
+    decision (``refresh``, started as a request arrives) and then say so
+    (``refreshed=True``: no second refresh)."""
+
+    def refresh(self) -> None: ...
+
+    def select_destinations(self, request: ScheduleRequest,
+                            max_alternates: int | None = None,
+                            ranking: Ranking | None = None, *,
+                            refreshed: bool = False
+                            ) -> list[list[Selection]]: ...
+
+
 def load_driver(client: PlacementClient, conf: cfg.ConfigOpts) -> Driver:
     """The driver named by ``[scheduler_ext] driver``, built with
     ``(client, conf)``."""
@@ -104,15 +119,24 @@ class SchedulerDriver:
         strategy.journal = ReleaseJournal(opts.release_journal_dir)
         return strategy
 
+    def refresh(self) -> None:
+        """Bring the candidate source's view up to date (every increase
+        placement has taken so far); what ``select_destinations`` does
+        first unless its caller says it has."""
+        self.source.refresh()
+
     def select_destinations(self, request: ScheduleRequest,
                             max_alternates: int | None = None,
-                            ranking: Ranking | None = None
+                            ranking: Ranking | None = None, *,
+                            refreshed: bool = False
                             ) -> list[list[Selection]]:
         """Claim a host per instance; raises NoValidHost (nothing written)
         or InvalidRequest (nothing written). ``max_alternates`` overrides
         the configured number for this call; ``ranking`` (nova's host
         filters and weighers, for instance) filters and orders the
-        candidates of this call."""
+        candidates of this call; ``refreshed``: the caller ran ``refresh``
+        after this request arrived (and no other decision since), so the
+        view is not refreshed again."""
         move = request.move
         if move is not None and not (
                 move.migration_held is not None and
@@ -126,7 +150,8 @@ class SchedulerDriver:
                     f"move.source_root={move.source_root!r}: no such "
                     "provider in placement", field="move.source_root",
                     value=move.source_root) from None
-        self.source.refresh()
+        if not refreshed:
+            self.source.refresh()
         try:
             return self.strategy.select(request, max_alternates, ranking)
         except errors.Unsupported as exc:

@@ -10,6 +10,8 @@ One call:
 3. a resize or cold migration is recognised by its ``pre-migrating``
    Migration record (``request.find_move``), looked for only when the
    conductor sent a ``requested_destination`` (``request.may_be_move``);
+   that look-up and the driver's refresh start on worker threads as the
+   call arrives, beside steps 1 and 2 (``early_reads``);
 4. our driver chooses and claims, its candidates ranked per call by nova's
    host filters and weighers (``ranking.NovaRanking``);
 5. the claimed host and the alternates become nova ``Selection`` objects
@@ -37,12 +39,14 @@ from nova.scheduler import request_filter
 from nova.scheduler import utils as sched_utils
 
 from scheduler_ext import errors
-from scheduler_ext.driver import Driver
+from scheduler_ext.driver import Driver, RefreshingDriver
 from scheduler_ext.moves.request import ScheduleRequest, Selection
 from scheduler_ext.nova import request as nova_request
+from scheduler_ext.nova.early_reads import EarlyReads
 from scheduler_ext.nova.garbage import BackgroundRelease
 from scheduler_ext.nova.ranking import NovaRanking
 from scheduler_ext.nova.request import ALLOCATION_REQUEST_VERSION, UseNova
+from scheduler_ext.nova.workers import Workers
 from scheduler_ext.placement import PlacementClient
 
 LOG = logging.getLogger(__name__)
@@ -80,7 +84,11 @@ class NovaScheduler:
         #: the driver's root of a move's old allocations, when it has one
         #: (see ``SchedulerDriver.holder_root``)
         self.holder_root = getattr(driver, "holder_root", None)
+        #: the driver, when its view can be refreshed early (``early_reads``)
+        self.refreshing = driver if isinstance(driver, RefreshingDriver) else None
         self.lock = threading.Lock()
+        #: run each call's early refresh and move look-up (``early_reads``)
+        self.early = Workers("scheduler-ext-early-reads", 2)
         self.notifier = rpc.get_notifier("scheduler")
         #: drops each call's HostStates after its answer (see ``garbage``)
         self.release = BackgroundRelease()
@@ -93,7 +101,8 @@ class NovaScheduler:
             raise UseNova("no instance uuids (a conductor older than Queens)")
         if sched_utils.request_is_rebuild(spec_obj):
             raise UseNova("a rebuild checks the current host only")
-        may_move = nova_request.may_be_move(spec_obj)
+        admin = context.elevated()
+        early = self._early_reads(admin, spec_obj, list(instance_uuids))
         spec = spec_obj.obj_clone()
         try:
             request_filter.process_reqspec(context, spec)
@@ -103,34 +112,41 @@ class NovaScheduler:
             nova_request.placement_query(context, spec, self.host_manager))
         used: list = []     # this call's NovaRanking, dropped after the answer
         try:
-            with self.lock:
-                return self._select(context, spec, list(instance_uuids),
-                                    query, num_alts, may_move, used)
+            with early.turn(self.lock):
+                return self._select(context, admin, spec, list(instance_uuids),
+                                    query, num_alts, early, used)
         except errors.SchedulerExtError as exc:   # placement unreachable...
             LOG.error("scheduling %s failed: %s", instance_uuids, exc)
             raise exception.NoValidHost(reason=public_reason(exc))
         finally:
             self.release.later(used)
 
-    def _requests(self, context, spec, instance_uuids: list[str],
-                  query, may_move: bool) -> list[ScheduleRequest]:
+    def _early_reads(self, admin, spec_obj, instance_uuids: list[str]) -> EarlyReads:
+        """Start the driver's refresh and, for a single instance that may be
+        moving, its move look-up (on the spec as the conductor sent it:
+        the request filters touch neither its cell nor ``ignore_hosts``)."""
+        find_move = None
+        if len(instance_uuids) == 1 and nova_request.may_be_move(spec_obj):
+            def find_move():
+                return nova_request.find_move(admin, instance_uuids[0], spec_obj,
+                                              self.read_consumer, self.holder_root)
+        refresh = self.refreshing.refresh if self.refreshing else None
+        return EarlyReads(self.early, refresh, find_move)
+
+    @staticmethod
+    def _requests(admin, spec, instance_uuids: list[str], query,
+                  early: EarlyReads) -> list[ScheduleRequest]:
         """One request per instance. An instance that already holds
         allocations without a resize or cold migration (an evacuation) is
         found by its claim, which placement refuses for a new consumer
         (``_claim`` then hands the request to nova)."""
-        requests = []
-        for uuid in instance_uuids:
-            move = (nova_request.find_move(context, uuid, spec, self.read_consumer,
-                                           self.holder_root)
-                    if may_move and len(instance_uuids) == 1 else None)
-            requests.append(nova_request.schedule_request(
-                query, uuid, spec, context, move))
-        return requests
+        move = early.move()
+        return [nova_request.schedule_request(query, uuid, spec, admin, move)
+                for uuid in instance_uuids]
 
-    def _select(self, context, spec, instance_uuids: list[str], query,
-                num_alts: int, may_move: bool, used: list) -> list[list]:
-        admin = context.elevated()
-        requests = self._requests(admin, spec, instance_uuids, query, may_move)
+    def _select(self, context, admin, spec, instance_uuids: list[str], query,
+                num_alts: int, early: EarlyReads, used: list) -> list[list]:
+        requests = self._requests(admin, spec, instance_uuids, query, early)
         ranking = NovaRanking(admin, spec, self.host_manager,
                               host_limit(query.limit, self.driver))
         used.append(ranking)
@@ -142,7 +158,7 @@ class NovaScheduler:
                 spec.instance_uuid = uuid
                 spec.obj_reset_changes(["instance_uuid"])
                 ranking.index = index
-                sels = self._claim(ranking, request, num_alts)
+                sels = self._claim(ranking, request, num_alts, early)
                 host = ranking.states[sels[0].root]
                 claimed.append((uuid, sels, host))
                 self._consume(host, spec, uuid)
@@ -159,9 +175,12 @@ class NovaScheduler:
                 for _, sels, host in claimed]
 
     def _claim(self, ranking: NovaRanking, request: ScheduleRequest,
-               num_alts: int) -> list[Selection]:
+               num_alts: int, early: EarlyReads) -> list[Selection]:
         uuid = request.instance_uuids[0]
         try:
+            if self.refreshing is not None and early.refreshed():
+                return self.refreshing.select_destinations(
+                    request, num_alts, ranking, refreshed=True)[0]
             return self.driver.select_destinations(request, num_alts, ranking)[0]
         except errors.NoValidHost as exc:
             LOG.info("no valid host for instance %s: %s", uuid, exc)

@@ -32,6 +32,7 @@ from tests.nova.known_differences import KNOWN_DIFFERENCES, WINDOW_ONLY
 MOVING = "tests.nova.cases_moving"
 NESTED = "tests.nova.cases_nested"
 TARGETS = ["tests.nova.cases_adapter", "tests.nova.cases_ranking",
+           "tests.nova.cases_early_reads",
            "tests.nova.cases_scenarios", "tests.nova.cases_audit",
            "tests.nova.cases_startup", "tests.nova.cases_nova22",
            "tests.nova.cases_window", NESTED]
@@ -158,6 +159,16 @@ def test_adapter_units(nova_results):
     for cls in ("ParseQuery", "MovedElsewhere", "FindMove", "ReconcileRules",
                 "ResizeNotifications", "ReportClientAdapterTests"):
         _assert_all_pass(nova_results, cls)
+
+
+def test_ranking_release_and_early_reads(nova_results):
+    """Allocation requests built when read, HostStates dropped after the
+    answer, the refresh and a move's look-up run on worker threads as the
+    call arrives (rules, then a boot and a resize through nova)."""
+    for cls in ("LazyAllocationRequests", "ReleaseAfterTheAnswer",
+                "WorkersRun", "EarlyReadsRules"):
+        _assert_all_pass(nova_results, cls)
+    _assert_all_pass(nova_results, "EarlyReadsInNova", at_least=2)
 
 
 def test_bug_1790204_resize_reaches_verify_resize(nova_results):

@@ -1,0 +1,66 @@
+"""The reads a select_destinations call needs before it can choose,
+started when the call arrives.
+
+Two reads do not depend on nova's request filters: the fleet view's
+refresh (one to three statements on placement's database with the ``sql``
+source) and, for a resize or cold migration, the ``pre-migrating``
+Migration record and what its consumer holds (two reads, one after the
+other). nova's request filters, which run first, themselves wait several
+milliseconds on nova's databases. ``EarlyReads`` starts both on worker
+threads as the call arrives; the call then waits only for what is left.
+
+The refresh still runs after the request arrived, so every increase
+placement took before it is seen. When another decision ran while the call
+waited for the scheduler's lock, the early refresh is ``stale`` and the
+driver refreshes again, as it would without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from concurrent.futures import Future
+from typing import Callable, Iterator
+
+from scheduler_ext.moves.request import MoveContext
+from scheduler_ext.nova.workers import Workers
+
+
+class EarlyReads:
+    """One call's early refresh and move look-up (either may be None:
+    not wanted, or the driver has no ``refresh``)."""
+
+    def __init__(self, workers: Workers, refresh: Callable[[], None] | None,
+                 find_move: Callable[[], MoveContext | None] | None):
+        self._refresh: Future | None = workers.submit(refresh) if refresh else None
+        self._move: Future | None = workers.submit(find_move) if find_move else None
+        #: another decision ran since the refresh started
+        self.stale = False
+
+    @contextlib.contextmanager
+    def turn(self, lock: threading.Lock) -> Iterator[None]:
+        """Hold ``lock`` (one decision at a time); when it was taken, the
+        call waited while another decision ran: the early refresh is
+        stale."""
+        if not lock.acquire(blocking=False):
+            lock.acquire()
+            self.stale = True
+        try:
+            yield
+        finally:
+            lock.release()
+
+    def refreshed(self) -> bool:
+        """Wait for the early refresh: True when it ran and still counts
+        (once: a multi-create's later instances refresh as usual). Raises
+        what the refresh raised."""
+        future, self._refresh = self._refresh, None
+        if future is None or self.stale:
+            return False
+        future.result()
+        return True
+
+    def move(self) -> MoveContext | None:
+        """Wait for the move look-up (``request.find_move``'s answer, or
+        what it raised); None when none was started."""
+        return None if self._move is None else self._move.result()
