@@ -33,6 +33,7 @@ write; that path is ``moves.release`` (journaled, restored on any error).
 from __future__ import annotations
 
 import collections
+from typing import Sequence
 
 from oslo_log import log as logging
 
@@ -161,9 +162,9 @@ class SameHostMoveStrategy:
                 f"instance {instance}: no host fits {dict(request.resources)}"
                 + consumers.move_text(request))
         failures: list[str] = []
-        queue = list(choices)
-        while queue and len(failures) < self.max_claim_attempts:
-            cand = queue[0]
+        pos = 0     # the candidate tried (candidates may be built when read)
+        while pos < len(choices) and len(failures) < self.max_claim_attempts:
+            cand = choices[pos]
             writes = self._writes(request, instance, held, old, cand)
             self.stats["claims"] += 1
             try:
@@ -178,7 +179,7 @@ class SameHostMoveStrategy:
                     held = consumers.reread_unchanged(
                         self.client, request, instance, held)
                 else:
-                    queue.pop(0)
+                    pos += 1
                 continue
             source.wrote(held.old(), allocations.total(
                 *(w.allocations for w in writes.values())))
@@ -193,7 +194,7 @@ class SameHostMoveStrategy:
 
     def _choices(self, source: CandidateSource, request: ScheduleRequest,
                  released: Allocations | None, limit: int
-                 ) -> tuple[list[Candidate], list[Candidate]]:
+                 ) -> tuple[Sequence[Candidate], Sequence[Candidate]]:
         """(candidates to claim, best first; alternates pool)."""
         move = request.move
         if move is None:
@@ -239,7 +240,7 @@ class SameHostMoveStrategy:
         return writes
 
 
-def _alternates(chosen: Candidate, pool: list[Candidate],
+def _alternates(chosen: Candidate, pool: Sequence[Candidate],
                 alts: int) -> list[Selection]:
     seen = {chosen.root}
     out: list[Selection] = []

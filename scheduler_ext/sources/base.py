@@ -77,7 +77,7 @@ class CandidateSource(Protocol):
         """Bring any cached view up to date before a decision."""
 
     def candidates(self, query: CandidateRequest, *,
-                   limit: int) -> list[Candidate]:
+                   limit: int) -> Sequence[Candidate]:
         """The best ``limit`` candidates for a boot, best first."""
 
     def move_candidates(self, query: CandidateRequest, *, limit: int,
@@ -113,11 +113,36 @@ class Ranking(Protocol):
         when the ranking drops it."""
 
 
-def ranked(cands: Sequence[Candidate], ranking: Ranking) -> list[Candidate]:
+class RankedCandidates(Sequence[Candidate]):
+    """``cands`` that a ranking kept, best first (equal weights in their
+    first order), each carrying its new weight when read: a decision reads
+    the few it claims and offers as alternates, out of up to 1,000."""
+
+    __slots__ = ("_cands", "_weights", "_order")
+
+    def __init__(self, cands: Sequence[Candidate],
+                 weights: Sequence[float | None]):
+        self._cands = cands
+        self._weights = weights
+        order = [i for i, w in enumerate(weights) if w is not None]
+        order.sort(key=lambda i: -weights[i])  # type: ignore[operator]
+        self._order = order
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def _at(self, i: int) -> Candidate:
+        return self._cands[i].with_weight(self._weights[i])  # type: ignore[arg-type]
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self._at(i) for i in self._order[k]]
+        return self._at(self._order[k])
+
+
+def ranked(cands: Sequence[Candidate], ranking: Ranking) -> Sequence[Candidate]:
     """The candidates ``ranking`` keeps, re-weighed and best first."""
-    weights = ranking.rank(cands)
-    kept = [c.with_weight(w) for c, w in zip(cands, weights) if w is not None]
-    return sorted(kept, key=lambda c: -c.weight)
+    return RankedCandidates(cands, ranking.rank(cands))
 
 
 class RankedSource:
@@ -143,7 +168,7 @@ class RankedSource:
         return self.inner.recheck(query, limit, also)
 
     def candidates(self, query: CandidateRequest, *,
-                   limit: int) -> list[Candidate]:
+                   limit: int) -> Sequence[Candidate]:
         return ranked(self.inner.candidates(query, limit=self.ranking.limit),
                       self.ranking)
 

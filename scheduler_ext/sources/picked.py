@@ -52,6 +52,8 @@ class PickedCandidate(Candidate):
     """A ``Candidate`` whose ``allocations`` and ``mappings`` are the
     ``k``-th pick of ``picks``, built on first read."""
 
+    __slots__ = ("_picks", "_k")
+
     def __init__(self, root: str, weight: float, picks: LazyPicks, k: int):
         self.root = root
         self.weight = weight

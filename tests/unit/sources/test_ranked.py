@@ -1,0 +1,48 @@
+"""``ranked``: the candidates a ranking keeps, best first, equal weights in
+the source's order, each re-weighed only when read."""
+
+from scheduler_ext.sources.base import Candidate, RankedCandidates, ranked
+
+
+class _Ranking:
+    limit = 10
+
+    def __init__(self, weights):
+        self.weights = weights
+
+    def rank(self, cands):
+        return list(self.weights)
+
+
+class _Counted(Candidate):
+    __slots__ = ()
+    built: list = []
+
+    def with_weight(self, weight):
+        _Counted.built.append(self.root)
+        return Candidate(self.root, self.allocations, weight, self.mappings)
+
+
+def _cands(n):
+    return [_Counted(f"r{i}", {f"r{i}": {"VCPU": 1}}, 0.0) for i in range(n)]
+
+
+def test_kept_best_first_ties_in_source_order():
+    got = ranked(_cands(5), _Ranking([1.0, None, 3.0, 1.0, 2.0]))
+    assert [(c.root, c.weight) for c in got] == [
+        ("r2", 3.0), ("r4", 2.0), ("r0", 1.0), ("r3", 1.0)]
+    assert len(got) == 4
+    assert [c.root for c in got[1:3]] == ["r4", "r0"]
+    assert got[-1].root == "r3"
+
+
+def test_only_what_is_read_is_built():
+    _Counted.built.clear()
+    got = RankedCandidates(_cands(1000), [float(i % 7) for i in range(1000)])
+    assert len(got) == 1000
+    first = got[0]
+    assert first.weight == 6.0 and _Counted.built == [first.root]
+
+
+def test_dropped_by_every_filter_is_empty():
+    assert len(ranked(_cands(3), _Ranking([None, None, None]))) == 0
