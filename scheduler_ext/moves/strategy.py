@@ -44,8 +44,8 @@ from scheduler_ext.moves.request import ScheduleRequest, Selection
 from scheduler_ext.placement import (AllocationWrite, Allocations,
                                      PlacementClient, allocations)
 from scheduler_ext.moves.journal import ReleaseJournal
-from scheduler_ext.sources.base import (Candidate, CandidateSource, Ranking,
-                                        RankedSource, RealReleaseNeeded)
+from scheduler_ext.sources.base import (Candidate, CandidateSource, Inserted,
+                                        Ranking, RankedSource, RealReleaseNeeded)
 
 LOG = logging.getLogger(__name__)
 
@@ -205,15 +205,13 @@ class SameHostMoveStrategy:
         others = view.others
         # alternates are claimed by nova's conductor with the old
         # allocations held again: the source only if it fits beside them
-        pool = sorted(others + ([view.held_source] if view.held_source
-                                and move.allow_same_host else []),
-                      key=lambda c: -c.weight)
+        pool = (Inserted(others, view.held_source)
+                if view.held_source and move.allow_same_host else others)
         same = view.same_host if move.allow_same_host else None
         if same is None:
             return others, pool
-        if self.prefer_same_host:
-            return [same] + others, pool
-        return sorted([same] + others, key=lambda c: -c.weight), pool
+        return Inserted(others, same, ahead=True,
+                        front=self.prefer_same_host), pool
 
     def _writes(self, request: ScheduleRequest, instance: str, held: Held,
                 old: Allocations, cand: Candidate

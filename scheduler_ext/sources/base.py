@@ -54,7 +54,7 @@ class MoveCandidates:
     """
 
     same_host: Candidate | None
-    others: list[Candidate]
+    others: Sequence[Candidate]
     held_source: Candidate | None
 
 
@@ -176,17 +176,53 @@ class RankedSource:
                         source: str, released: Allocations | None) -> MoveCandidates:
         view = self.inner.move_candidates(query, limit=self.ranking.limit,
                                           source=source, released=released)
-        extra = [c for c in (view.same_host, view.held_source) if c is not None]
-        everything = list(view.others) + extra
-        weights = dict(zip(map(id, everything), self.ranking.rank(everything)))
+        others = list(view.others)
+        extra = [view.same_host, view.held_source]
+        weights = self.ranking.rank(others + [c for c in extra if c is not None])
+        tail = iter(weights[len(others):])
+        same, held = (None if c is None else _reweighed(c, next(tail))
+                      for c in extra)
+        return MoveCandidates(same, RankedCandidates(others, weights[:len(others)]),
+                              held)
 
-        def kept(c: Candidate | None) -> Candidate | None:
-            if c is None:
-                return None
-            w = weights.get(id(c))
-            return None if w is None else c.with_weight(w)
 
-        others = sorted((k for k in map(kept, view.others) if k is not None),
-                        key=lambda c: -c.weight)
-        return MoveCandidates(kept(view.same_host), others,
-                              kept(view.held_source))
+def _reweighed(cand: Candidate, weight: float | None) -> Candidate | None:
+    return None if weight is None else cand.with_weight(weight)
+
+
+class Inserted(Sequence[Candidate]):
+    """``best_first`` with ``cand`` placed by its weight: ahead of the
+    candidates of equal weight when ``ahead``, after them otherwise, or at
+    the very front when ``front`` (no candidate of ``best_first`` is built
+    to place it beyond the few a binary search reads)."""
+
+    __slots__ = ("_base", "_cand", "_at")
+
+    def __init__(self, best_first: Sequence[Candidate], cand: Candidate, *,
+                 ahead: bool = False, front: bool = False):
+        lo, hi = 0, 0 if front else len(best_first)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            w = best_first[mid].weight
+            if w > cand.weight or (w == cand.weight and not ahead):
+                lo = mid + 1
+            else:
+                hi = mid
+        self._base, self._cand, self._at = best_first, cand, lo
+
+    def __len__(self) -> int:
+        return len(self._base) + 1
+
+    def _item(self, k: int) -> Candidate:
+        if k < self._at:
+            return self._base[k]
+        return self._cand if k == self._at else self._base[k - 1]
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self._item(i) for i in range(len(self))[k]]
+        if k < 0:
+            k += len(self)
+        if not 0 <= k < len(self):
+            raise IndexError(k)
+        return self._item(k)

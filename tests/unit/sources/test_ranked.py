@@ -46,3 +46,26 @@ def test_only_what_is_read_is_built():
 
 def test_dropped_by_every_filter_is_empty():
     assert len(ranked(_cands(3), _Ranking([None, None, None]))) == 0
+
+
+def test_inserted_is_where_a_stable_sort_puts_it():
+    """``Inserted`` equals the full sort it replaces: after equal weights
+    (the candidate last in the sorted list), before them when ``ahead``
+    (first), at the front when ``front``."""
+    import random
+
+    from scheduler_ext.sources.base import Inserted
+    rng = random.Random(7)
+    for n in range(0, 12):
+        for _ in range(20):
+            base = sorted((Candidate(f"r{i}", {}, float(rng.randint(0, 3)))
+                           for i in range(n)), key=lambda c: -c.weight)
+            new = Candidate("new", {}, float(rng.randint(0, 3)))
+            roots = [c.root for c in Inserted(base, new)]
+            assert roots == [c.root for c in sorted(base + [new], key=lambda c: -c.weight)]
+            roots = [c.root for c in Inserted(base, new, ahead=True)]
+            assert roots == [c.root for c in sorted([new] + base, key=lambda c: -c.weight)]
+            got = Inserted(base, new, front=True)
+            assert [c.root for c in got] == ["new"] + [c.root for c in base]
+            assert len(got) == n + 1 and got[-1].root == (base[-1].root if n else "new")
+            assert [c.root for c in got[1:3]] == [c.root for c in ([new] + base)[1:3]]
