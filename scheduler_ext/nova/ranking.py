@@ -10,6 +10,7 @@ candidate's weight becomes its rank in nova's order.
 
 from __future__ import annotations
 
+import copy
 import random
 from collections.abc import Iterator, Mapping
 from typing import Any, Sequence
@@ -34,19 +35,21 @@ class LazyAllocationRequest(Mapping):
     NUMA topology or PCI devices (``CandidateFilterMixin``); building all
     of them up front cost 3 to 8 ms a decision at 1,000 hosts, garbage
     collections included. A read-only mapping equal to
-    ``request.allocation_request(candidate)``; ``index`` is the
-    candidate's place in the list ``rank`` was given."""
+    ``request.allocation_request(cands[index])``; ``index`` is the
+    candidate's place in the sequence ``rank`` was given (the candidate
+    itself is made only when read, see ``sources.picked.PickedBatch``).
+    A copy is a plain dict."""
 
-    __slots__ = ("candidate", "index", "_body")
+    __slots__ = ("cands", "index", "_body")
 
-    def __init__(self, candidate: Candidate, index: int):
-        self.candidate = candidate
+    def __init__(self, cands: Sequence[Candidate], index: int):
+        self.cands = cands
         self.index = index
         self._body: dict | None = None
 
     def _built(self) -> dict:
         if self._body is None:
-            self._body = allocation_request(self.candidate)
+            self._body = allocation_request(self.cands[self.index])
         return self._body
 
     def __getitem__(self, key: str) -> Any:
@@ -60,6 +63,12 @@ class LazyAllocationRequest(Mapping):
 
     def __repr__(self) -> str:
         return repr(self._built())
+
+    def __copy__(self) -> dict:
+        return dict(self._built())
+
+    def __deepcopy__(self, memo: dict) -> dict:
+        return copy.deepcopy(self._built(), memo)
 
 
 class NovaRanking:
@@ -101,12 +110,15 @@ class NovaRanking:
     def rank(self, cands: Sequence[Candidate]) -> list[float | None]:
         """Per candidate: its weight in nova's order (higher is better), or
         None when nova's host filters drop its host."""
+        roots = getattr(cands, "roots", None)     # no candidate made
+        if roots is None:
+            roots = [c.root for c in cands]
         groups: dict[str, list] = {}
-        for i, c in enumerate(cands):
-            lazy = LazyAllocationRequest(c, i)
-            group = groups.get(c.root)
+        for i, root in enumerate(roots):
+            lazy = LazyAllocationRequest(cands, i)
+            group = groups.get(root)
             if group is None:
-                groups[c.root] = [lazy]
+                groups[root] = [lazy]
             else:
                 group.append(lazy)
         order = self._nova_order(self.host_states(groups))

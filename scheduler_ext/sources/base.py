@@ -176,9 +176,10 @@ class RankedSource:
                         source: str, released: Allocations | None) -> MoveCandidates:
         view = self.inner.move_candidates(query, limit=self.ranking.limit,
                                           source=source, released=released)
-        others = list(view.others)
+        others = view.others
         extra = [view.same_host, view.held_source]
-        weights = self.ranking.rank(others + [c for c in extra if c is not None])
+        weights = self.ranking.rank(
+            Extended(others, [c for c in extra if c is not None]))
         tail = iter(weights[len(others):])
         same, held = (None if c is None else _reweighed(c, next(tail))
                       for c in extra)
@@ -188,6 +189,30 @@ class RankedSource:
 
 def _reweighed(cand: Candidate, weight: float | None) -> Candidate | None:
     return None if weight is None else cand.with_weight(weight)
+
+
+class Extended(Sequence[Candidate]):
+    """``head`` then ``tail`` as one sequence, with the ``roots`` of both
+    (taken from ``head.roots`` when it has them: nothing is made)."""
+
+    __slots__ = ("_head", "_tail", "roots")
+
+    def __init__(self, head: Sequence[Candidate], tail: Sequence[Candidate]):
+        self._head, self._tail = head, tail
+        roots = getattr(head, "roots", None)
+        self.roots = (list(roots) if roots is not None else [c.root for c in head]) \
+            + [c.root for c in tail]
+
+    def __len__(self) -> int:
+        return len(self.roots)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[i] for i in range(len(self.roots))[k]]
+        if k < 0:
+            k += len(self.roots)
+        n = len(self._head)
+        return self._head[k] if k < n else self._tail[k - n]
 
 
 class Inserted(Sequence[Candidate]):

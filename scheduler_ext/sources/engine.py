@@ -17,7 +17,7 @@ from scheduler_ext.placement.model import ConsumerAllocations
 from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.sources.base import Candidate, MoveCandidates
 from scheduler_ext.sources.fleet_view import FleetView
-from scheduler_ext.sources.picked import picked_candidates
+from scheduler_ext.sources.picked import PickedBatch, picked_candidates
 
 
 class EngineCandidateSource:
@@ -66,7 +66,7 @@ class EngineCandidateSource:
         return roots.pop() if len(roots) == 1 else None
 
     # --------------------------------------------------------- candidates
-    def candidates(self, query: CandidateRequest, *, limit: int) -> list[Candidate]:
+    def candidates(self, query: CandidateRequest, *, limit: int) -> PickedBatch:
         fit = self.index.fit(query)
         picked, weights = fit.best_positions(
             limit, weigher=self.weigher, host_subset_size=self.host_subset_size)
@@ -137,25 +137,27 @@ def _drawing_on(fit: Fit, released: Allocations) -> np.ndarray:
 
 
 def _best_of(parts: list[tuple[Fit, np.ndarray, np.ndarray]], limit: int,
-             index: CapacityIndex) -> list[Candidate]:
+             index: CapacityIndex) -> PickedBatch:
     """The ``limit`` best candidates over ``parts`` ((fit, positions,
     weights) each), best first (weight, then the index's key)."""
     rows = np.concatenate([f.rows[p] for f, p, _ in parts])
     weights = np.concatenate([w for _, _, w in parts])
     order = top_k(weights, index.key_hi, index.key_lo, limit, rows=rows)
-    out: list[Candidate] = []
+    batches: list[PickedBatch] = []
     ranks = []          # per part, where its candidates stand in ``order``
     start = 0
     for f, pos, _ in parts:
         k = np.flatnonzero((order >= start) & (order < start + len(pos)))
         if len(k):
             chosen = order[k]
-            out += picked_candidates(f, pos[chosen - start], weights[chosen].tolist())
+            batches.append(picked_candidates(f, pos[chosen - start],
+                                             weights[chosen].tolist()))
             ranks.append(k)
         start += len(pos)
-    if len(ranks) < 2:
-        return out
-    return [out[i] for i in np.argsort(np.concatenate(ranks)).tolist()]
+    if len(batches) == 1:
+        return batches[0]
+    return PickedBatch.joined(batches, np.argsort(
+        np.concatenate(ranks)).tolist() if ranks else [])
 
 
 def _position(rows: np.ndarray, row: int) -> int | None:

@@ -72,10 +72,52 @@ class PickedCandidate(Candidate):
         return PickedCandidate(self.root, weight, self._picks, self._k)
 
 
+class PickedBatch(Sequence[Candidate]):
+    """Engine candidates, best first, each made when read (``batch[k]``
+    is a ``PickedCandidate``); ``roots`` and ``weights`` are plain lists,
+    what a ranking reads of every candidate. A decision reads the few it
+    claims and offers as alternates, out of up to 1,000."""
+
+    __slots__ = ("roots", "weights", "_picks", "_ks")
+
+    def __init__(self, roots: list[str], weights: list[float],
+                 picks: list[LazyPicks], ks: list[int]):
+        self.roots = roots
+        self.weights = weights
+        self._picks = picks
+        self._ks = ks
+
+    def __len__(self) -> int:
+        return len(self.roots)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[i] for i in range(len(self.roots))[k]]
+        return PickedCandidate(self.roots[k], self.weights[k],
+                               self._picks[k], self._ks[k])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @classmethod
+    def joined(cls, batches: Sequence["PickedBatch"],
+               order: Sequence[int]) -> "PickedBatch":
+        """``batches`` one after the other, then taken in ``order``
+        (positions in that concatenation)."""
+        cols = [[x for b in batches for x in getattr(b, name)]
+                for name in ("roots", "weights", "_picks", "_ks")]
+        return cls(*([col[i] for i in order] for col in cols))
+
+
 def picked_candidates(fit: Fit, positions: Sequence[int] | np.ndarray,
-                      weights: Sequence[float]) -> list[Candidate]:
+                      weights: Sequence[float]) -> PickedBatch:
     """The candidates at ``positions`` of ``fit`` with their ``weights``."""
     picks = LazyPicks(fit, positions)
     u = fit.index.uuids
-    return [PickedCandidate(u[r], float(w), picks, k) for k, (r, w) in enumerate(
-        zip(fit.rows[picks.positions].tolist(), weights))]
+    n = len(picks.positions)
+    return PickedBatch([u[r] for r in fit.rows[picks.positions].tolist()],
+                       [float(w) for w in weights], [picks] * n, list(range(n)))

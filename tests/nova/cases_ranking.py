@@ -76,7 +76,7 @@ class LazyAllocationRequests(unittest.TestCase):
 
     def test_reads_as_the_built_allocation_request(self):
         cand = _candidate(_u(), vf=_u())
-        lazy = LazyAllocationRequest(cand, 3)
+        lazy = LazyAllocationRequest([_candidate(_u()) for _ in range(3)] + [cand], 3)
         built = nova_request.allocation_request(cand)
         self.assertEqual(built, dict(lazy))
         self.assertEqual(built, lazy)
@@ -84,6 +84,9 @@ class LazyAllocationRequests(unittest.TestCase):
         self.assertEqual(built, jsonutils.loads(jsonutils.dumps(
             jsonutils.to_primitive(lazy))))
         self.assertEqual(built, dict(copy.deepcopy(lazy)))
+        # a copy is a plain dict: it does not drag the call's candidates
+        self.assertIs(dict, type(copy.deepcopy(lazy)))
+        self.assertIs(dict, type(copy.copy(lazy)))
         self.assertEqual(repr(built), repr(lazy))
         self.assertEqual(3, lazy.index)
 

@@ -5,7 +5,7 @@ in whatever order they are read."""
 from scheduler_ext.engine import CapacityIndex, Weigher
 from scheduler_ext.lab.bench_engine import flavor_requests
 from scheduler_ext.lab.synthetic import bench_fleet
-from scheduler_ext.sources.picked import LazyPicks, picked_candidates
+from scheduler_ext.sources.picked import LazyPicks, PickedBatch, picked_candidates
 
 
 def _fit(n=400):
@@ -57,3 +57,21 @@ def test_past_the_first_few_the_rest_is_built_at_once():
     assert len(picks.built) == LazyPicks.SINGLE
     cands[LazyPicks.SINGLE].mappings
     assert len(picks.built) == len(positions)
+
+
+def test_a_batch_lists_roots_and_weights_and_joins_in_any_order():
+    """``PickedBatch``: roots and weights without making candidates; two
+    batches joined in a given order read as their candidates in it."""
+    index, fit, positions, weights = _fit()
+    a = picked_candidates(fit, positions[:30], weights[:30])
+    b = picked_candidates(fit, positions[30:], weights[30:])
+    assert a.roots == [index.uuids[r] for r in fit.rows[positions[:30]].tolist()]
+    assert a.weights == [float(w) for w in weights[:30]]
+    order = list(range(59, -1, -2)) + list(range(0, 60, 2))
+    joined = PickedBatch.joined([a, b], order)
+    whole = list(a) + list(b)
+    assert list(joined) == [whole[i] for i in order]
+    assert joined.roots == [whole[i].root for i in order]
+    assert joined[2:5] == [whole[i] for i in order[2:5]]
+    assert joined[-1] == whole[order[-1]]
+    assert joined == PickedBatch.joined([a, b], order) and joined != a
