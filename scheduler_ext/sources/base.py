@@ -125,7 +125,8 @@ class RankedCandidates(Sequence[Candidate]):
         self._cands = cands
         self._weights = weights
         order = [i for i, w in enumerate(weights) if w is not None]
-        order.sort(key=lambda i: -weights[i])  # type: ignore[operator]
+        # a reversed sort keeps equal weights in their first order
+        order.sort(key=weights.__getitem__, reverse=True)  # type: ignore[arg-type]
         self._order = order
 
     def __len__(self) -> int:
