@@ -54,6 +54,7 @@ def instrument(timer: e2e.PhaseTimer) -> None:
     from nova.objects import request_spec
     from nova.scheduler import host_manager, request_filter, utils as sched_utils
     from nova.scheduler.client import report
+    from scheduler_ext.driver import SchedulerDriver
     from scheduler_ext.nova.early_reads import EarlyReads
     from scheduler_ext.sources.engine import EngineCandidateSource
     from scheduler_ext.sources.fleet_view import FleetView
@@ -81,6 +82,9 @@ def instrument(timer: e2e.PhaseTimer) -> None:
     # waits for is what it costs
     timer.wrap(EarlyReads, "refreshed", "refresh")
     timer.wrap(EarlyReads, "move", "reads")
+    # ... and the CPU time those reads take on the workers
+    timer.wrap_background(SchedulerDriver, "refresh", "refresh")
+    timer.wrap_background(nova_request, "find_move", "reads")
 
 
 @contextlib.contextmanager

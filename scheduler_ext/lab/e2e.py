@@ -45,6 +45,9 @@ class PhaseTimer:
         #: the thread running the decision, and the phase it is in
         self._thread: int | None = None
         self._phase: str | None = None
+        #: CPU seconds of the decision's work on other threads, per phase
+        self._background: dict[str, float] = {}
+        self._background_lock = threading.Lock()
         gc.callbacks.append(self._on_gc)
 
     def _on_gc(self, phase: str, info: dict) -> None:
@@ -81,6 +84,29 @@ class PhaseTimer:
 
         setattr(owner, name, timed)
 
+    def wrap_background(self, owner: Any, name: str, phase: str) -> None:
+        """Count the CPU time ``owner.name`` takes on any thread but the
+        decision's as ``bg:<phase>``. With the GIL, Python work on another
+        thread is, at most, time the decision's thread could not run; it
+        lands in whichever phase that thread was in (mostly *prep*), so the
+        report counts it against the scheduler that started it."""
+        original = getattr(owner, name)
+        timer = self
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if threading.get_ident() == timer._thread:
+                return original(*args, **kwargs)
+            started = time.thread_time()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                spent = time.thread_time() - started
+                with timer._background_lock:
+                    timer._background[phase] = \
+                        timer._background.get(phase, 0.0) + spent
+
+        setattr(owner, name, timed)
+
     def decision(self, fn: Callable[[], Any]) -> tuple[dict[str, float], Any]:
         """Run one decision; returns (seconds per phase incl. ``total`` and
         ``other``, its result or the exception it raised)."""
@@ -89,6 +115,8 @@ class PhaseTimer:
         self._thread = threading.get_ident()
         self._phase = None
         self._gc = {}
+        with self._background_lock:
+            self._background = {}
         started = time.perf_counter()
         try:
             out: Any = fn()
@@ -100,6 +128,9 @@ class PhaseTimer:
         phases["total"] = total
         phases["gc"] = sum(self._gc.values())
         phases.update((f"gc:{p}", self._gc.get(p, 0.0)) for p in PHASES)
+        with self._background_lock:
+            phases.update((f"bg:{p}", t) for p, t in self._background.items())
+            phases["bg"] = sum(self._background.values())
         return phases, out
 
 

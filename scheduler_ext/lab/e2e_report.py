@@ -88,16 +88,20 @@ def _ratio_lines(results: list[dict]) -> list[str]:
     """What each scheduler adds to nova's own work (its filters and
     weighers, its request preparation) and the claim, per decision."""
     out = ["| hosts | kind | stock p50 / ours p50 "
-           "| ours adds: total minus (nova + prep + claim), p50 ms "
-           "| of which refresh + engine + reads, p50 ms "
+           "| ours adds: total minus (nova + prep + claim), plus the CPU time "
+           "of its reads on worker threads, p50 ms "
+           "| of which refresh + engine + reads (waited for, and on workers), p50 ms "
            "| of which garbage collections, p50 ms "
            "| stock adds besides its placement GET: total minus (nova + prep + claim "
            "+ GET), p50 ms "
            "| stock p50 / ours-limit p50 | ours-limit adds, p50 ms "
            "| ours-limit p50 / its claim p50 |",
            "|---|---|---|---|---|---|---|---|---|---|"]
-    added = lambda x: x["total"] - x["nova"] - x.get("prep", 0.0) - x["claim"]  # noqa: E731
-    own = lambda x: x["refresh"] + x["engine"] + x["reads"]  # noqa: E731
+    # work ours starts on worker threads (``nova.early_reads``) slows the
+    # decision's thread wherever it holds the GIL: counted in full
+    added = lambda x: (x["total"] - x["nova"] - x.get("prep", 0.0) - x["claim"]  # noqa: E731
+                       + x.get("bg", 0.0))
+    own = lambda x: x["refresh"] + x["engine"] + x["reads"] + x.get("bg", 0.0)  # noqa: E731
     collections = lambda x: sum(x.get(f"gc:{p}", 0.0) for p in ADDED)  # noqa: E731
     stock_rest = lambda x: added(x) - x["engine"]  # noqa: E731
     for r in results:

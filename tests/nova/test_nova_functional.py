@@ -32,7 +32,7 @@ from tests.nova.known_differences import KNOWN_DIFFERENCES, WINDOW_ONLY
 MOVING = "tests.nova.cases_moving"
 NESTED = "tests.nova.cases_nested"
 TARGETS = ["tests.nova.cases_adapter", "tests.nova.cases_ranking",
-           "tests.nova.cases_early_reads",
+           "tests.nova.cases_early_reads", "tests.nova.cases_host_reads",
            "tests.nova.cases_scenarios", "tests.nova.cases_audit",
            "tests.nova.cases_startup", "tests.nova.cases_nova22",
            "tests.nova.cases_window", NESTED]

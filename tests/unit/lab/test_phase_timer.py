@@ -105,3 +105,30 @@ def test_an_exception_is_the_decision_outcome():
     assert isinstance(out, RuntimeError)
     assert phases["total"] >= 0.0
     assert set(e2e.summarize([phases])) == set(e2e.PHASES) | {"total", "gc"}
+
+
+def test_work_on_another_thread_counts_its_cpu_time_as_background(monkeypatch):
+    """``wrap_background``: a call on a worker thread adds its CPU time (a
+    fake thread clock here) as ``bg:<phase>``; the same call on the
+    decision's thread is not background."""
+    cpu = Clock()
+    monkeypatch.setattr(e2e.time, "thread_time", cpu)
+
+    def read():
+        cpu.now += 0.25
+
+    owner = types.SimpleNamespace(read=read)
+    timer = e2e.PhaseTimer()
+    timer.wrap_background(owner, "read", "reads")
+
+    def decide():
+        worker = threading.Thread(target=owner.read)
+        worker.start()
+        worker.join()
+        owner.read()        # on the decision's thread: not background
+
+    phases, _ = timer.decision(decide)
+    assert phases["bg:reads"] == 0.25
+    assert phases["bg"] == 0.25
+    phases, _ = timer.decision(lambda: None)     # a new decision starts at 0
+    assert phases["bg"] == 0.0 and "bg:reads" not in phases

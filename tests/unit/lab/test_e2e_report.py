@@ -1,0 +1,30 @@
+"""The end-to-end report's second table (``lab.e2e_report``): what ours
+adds is its total less nova's phases and the claim, plus the CPU time of
+the reads it ran on worker threads."""
+
+from scheduler_ext.lab import e2e_report
+
+
+def _sample(total, nova, prep, claim, bg=None, **rest):
+    x = dict(total=total, nova=nova, prep=prep, claim=claim, refresh=0.0,
+             engine=0.002, reads=0.0, other=0.0, gc=0.0)
+    x.update(rest)
+    if bg is not None:
+        x["bg"] = bg
+    return x
+
+
+def _result(samples):
+    return {"compute_hosts": 990, "samples": samples,
+            "outcomes": {k: {"no_valid_host": 0, "same_host": 0} for k in samples}}
+
+
+def test_ours_adds_counts_its_background_reads():
+    ours = [_sample(0.100, 0.060, 0.010, 0.020, bg=0.003) for _ in range(3)]
+    old = [_sample(0.100, 0.060, 0.010, 0.020) for _ in range(3)]
+    r = _result({"ours/boot": ours, "ours/resize": old})
+    rows = {line.split(" | ")[1]: line.split(" | ")
+            for line in e2e_report._ratio_lines([r])[2:]}
+    assert rows["boot"][3] == "13.0"        # 100 - 60 - 10 - 20 + 3
+    assert rows["boot"][4] == "5.0"         # engine 2 + background 3
+    assert rows["resize"][3] == "10.0"      # a run without the field
