@@ -113,10 +113,38 @@ class Ranking(Protocol):
         when the ranking drops it."""
 
 
-class RankedCandidates(Sequence[Candidate]):
+class LazyCandidates(Sequence[Candidate]):
+    """Candidates made when read (a decision reads the few it claims and
+    offers as alternates, out of up to 1,000): a subclass gives
+    ``__len__`` and ``_item(k)`` for ``0 <= k < len``; indexing, slices
+    and equality (item by item) are here."""
+
+    __slots__ = ()
+
+    def _item(self, k: int) -> Candidate:
+        raise NotImplementedError
+
+    def __getitem__(self, k):
+        n = len(self)
+        if isinstance(k, slice):
+            return [self._item(i) for i in range(n)[k]]
+        if k < 0:
+            k += n
+        if not 0 <= k < n:
+            raise IndexError(k)
+        return self._item(k)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class RankedCandidates(LazyCandidates):
     """``cands`` that a ranking kept, best first (equal weights in their
-    first order), each carrying its new weight when read: a decision reads
-    the few it claims and offers as alternates, out of up to 1,000."""
+    first order), each carrying its new weight when read."""
 
     __slots__ = ("_cands", "_weights", "_order")
 
@@ -132,13 +160,9 @@ class RankedCandidates(Sequence[Candidate]):
     def __len__(self) -> int:
         return len(self._order)
 
-    def _at(self, i: int) -> Candidate:
+    def _item(self, k: int) -> Candidate:
+        i = self._order[k]
         return self._cands[i].with_weight(self._weights[i])  # type: ignore[arg-type]
-
-    def __getitem__(self, k):
-        if isinstance(k, slice):
-            return [self._at(i) for i in self._order[k]]
-        return self._at(self._order[k])
 
 
 def ranked(cands: Sequence[Candidate], ranking: Ranking) -> Sequence[Candidate]:
@@ -192,7 +216,7 @@ def _reweighed(cand: Candidate, weight: float | None) -> Candidate | None:
     return None if weight is None else cand.with_weight(weight)
 
 
-class Extended(Sequence[Candidate]):
+class Extended(LazyCandidates):
     """``head`` then ``tail`` as one sequence, with the ``roots`` of both
     (taken from ``head.roots`` when it has them: nothing is made)."""
 
@@ -207,16 +231,12 @@ class Extended(Sequence[Candidate]):
     def __len__(self) -> int:
         return len(self.roots)
 
-    def __getitem__(self, k):
-        if isinstance(k, slice):
-            return [self[i] for i in range(len(self.roots))[k]]
-        if k < 0:
-            k += len(self.roots)
+    def _item(self, k: int) -> Candidate:
         n = len(self._head)
         return self._head[k] if k < n else self._tail[k - n]
 
 
-class Inserted(Sequence[Candidate]):
+class Inserted(LazyCandidates):
     """``best_first`` with ``cand`` placed by its weight: ahead of the
     candidates of equal weight when ``ahead``, after them otherwise, or at
     the very front when ``front`` (no candidate of ``best_first`` is built
@@ -243,12 +263,3 @@ class Inserted(Sequence[Candidate]):
         if k < self._at:
             return self._base[k]
         return self._cand if k == self._at else self._base[k - 1]
-
-    def __getitem__(self, k):
-        if isinstance(k, slice):
-            return [self._item(i) for i in range(len(self))[k]]
-        if k < 0:
-            k += len(self)
-        if not 0 <= k < len(self):
-            raise IndexError(k)
-        return self._item(k)

@@ -18,7 +18,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from scheduler_ext.engine.fit import Fit
-from scheduler_ext.sources.base import Candidate
+from scheduler_ext.sources.base import Candidate, LazyCandidates
 
 Pick = tuple[dict[str, dict[str, int]], dict[str, list[str]]]
 
@@ -72,7 +72,7 @@ class PickedCandidate(Candidate):
         return PickedCandidate(self.root, weight, self._picks, self._k)
 
 
-class PickedBatch(Sequence[Candidate]):
+class PickedBatch(LazyCandidates):
     """Engine candidates, best first, each made when read (``batch[k]``
     is a ``PickedCandidate``); ``roots`` and ``weights`` are plain lists,
     what a ranking reads of every candidate. A decision reads the few it
@@ -90,18 +90,9 @@ class PickedBatch(Sequence[Candidate]):
     def __len__(self) -> int:
         return len(self.roots)
 
-    def __getitem__(self, k):
-        if isinstance(k, slice):
-            return [self[i] for i in range(len(self.roots))[k]]
+    def _item(self, k: int) -> Candidate:
         return PickedCandidate(self.roots[k], self.weights[k],
                                self._picks[k], self._ks[k])
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, str):
-            return NotImplemented
-        return list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
 
     @classmethod
     def joined(cls, batches: Sequence["PickedBatch"],
