@@ -25,6 +25,7 @@ raise ``UseNova``; the caller then runs nova's own code unchanged.
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
@@ -125,11 +126,11 @@ class NovaScheduler:
         """Start the driver's refresh and, for a single instance that may be
         moving, its move look-up (on the spec as the conductor sent it:
         the request filters touch neither its cell nor ``ignore_hosts``)."""
-        find_move = None
-        if len(instance_uuids) == 1 and nova_request.may_be_move(spec_obj):
-            def find_move():
-                return nova_request.find_move(admin, instance_uuids[0], spec_obj,
-                                              self.read_consumer, self.holder_root)
+        find_move = (functools.partial(
+            nova_request.find_move, admin, instance_uuids[0], spec_obj,
+            self.read_consumer, self.holder_root)
+            if len(instance_uuids) == 1 and nova_request.may_be_move(spec_obj)
+            else None)
         refresh = self.refreshing.refresh if self.refreshing else None
         return EarlyReads(self.early, refresh, find_move)
 

@@ -12,7 +12,7 @@ from scheduler_ext.engine.fit import Fit
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.engine.pinned import pinned
 from scheduler_ext.engine.weigh import Weigher, top_k
-from scheduler_ext.placement import Allocations, PlacementClient, allocations
+from scheduler_ext.placement import Allocations, PlacementClient
 from scheduler_ext.placement.model import ConsumerAllocations
 from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.sources.base import Candidate, MoveCandidates
