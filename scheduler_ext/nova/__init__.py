@@ -5,11 +5,26 @@ Importing this package imports nothing from nova. Its modules:
 ``request``
     RequestSpec and Migration to our ``ScheduleRequest``; our Selections'
     allocation requests; ``UseNova`` for what nova's own code must do.
+``migrations``
+    The ``pre-migrating`` Migration record of a move, one statement on
+    the cell's database.
+``early_reads``, ``workers``
+    The refresh and a move's look-up, started on worker threads as a
+    call arrives.
 ``ranking``
     nova's host filters and weighers as a per-call ``Ranking`` of our
     candidates.
+``host_reads``
+    nova's HostManager reading the service rows of the candidates' hosts
+    only.
 ``garbage``
     Each call's nova HostStates dropped in a thread after the answer.
+``placement_client``
+    Placement through nova's own report client.
+``notifications``
+    The reconcile woken when nova says a resize ended.
+``audit``
+    What ``scheduler-ext audit`` reads from nova.
 ``scheduler``
     ``NovaScheduler``: one select_destinations call, our Selections to
     nova's ``Selection`` objects.

@@ -7,9 +7,9 @@ such as ``OWNER_NOVA``), parsed by the one query parser
 (``CandidateRequest.from_query``, by the rules of microversion 1.36, the
 one nova sends it with), granular groups, ``group_policy`` and
 ``same_subtree`` included. A resize or cold migration is recognised by
-its ``pre-migrating`` Migration record, looked for only in a request with
-a ``requested_destination`` (``may_be_move``). A query placement would refuse
-raises ``UseNova``.
+its ``pre-migrating`` Migration record (``migrations``), looked for only
+in a request with a ``requested_destination`` (``may_be_move``). A query
+placement would refuse raises ``UseNova``.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from nova.scheduler import utils as sched_utils
 
 from scheduler_ext import errors
 from scheduler_ext.moves.request import MoveContext, ScheduleRequest, Selection
+from scheduler_ext.nova import migrations
 from scheduler_ext.placement import Allocations, allocations
 from scheduler_ext.placement.model import ConsumerAllocations
 from scheduler_ext.placement.query import CandidateRequest
@@ -122,7 +123,8 @@ def find_move(context, instance_uuid: str, spec_obj,
               root_of: Callable[[Allocations], str | None] | None = None
               ) -> MoveContext | None:
     """The resize or cold migration being scheduled for the instance, from
-    its ``pre-migrating`` Migration record (None if there is none or its
+    its newest ``pre-migrating`` Migration record of ``MOVE_TYPES``
+    (``migrations.pending_migration``; None if there is none or its
     migration consumer holds nothing, i.e. nothing was moved to it). The
     record is looked for in the cell the conductor asked for (it asks for
     the instance's own), else in the instance's mapped cell. The migration
@@ -140,12 +142,9 @@ def find_move(context, instance_uuid: str, spec_obj,
     if cell is None:
         return None
     with nova_context.target_cell(context, cell) as cctxt:
-        migrations = [m for m in objects.MigrationList.get_by_filters(
-            cctxt, {"instance_uuid": instance_uuid, "status": "pre-migrating"})
-            if m.migration_type in MOVE_TYPES]
-    if not migrations:
+        migration = migrations.pending_migration(cctxt, instance_uuid, MOVE_TYPES)
+    if migration is None:
         return None
-    migration = max(migrations, key=lambda m: m.id)
     held = read_consumer(migration.uuid)
     old = allocations.class_totals(held.allocations)
     if not old:

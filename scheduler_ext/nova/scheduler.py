@@ -103,8 +103,10 @@ class NovaScheduler:
         if sched_utils.request_is_rebuild(spec_obj):
             raise UseNova("a rebuild checks the current host only")
         admin = context.elevated()
-        early = self._early_reads(admin, spec_obj, list(instance_uuids))
         spec = spec_obj.obj_clone()
+        # after the clone (all CPU), so that the reads overlap the request
+        # filters' waits on nova's databases rather than contend with it
+        early = self._early_reads(admin, spec_obj, list(instance_uuids))
         try:
             request_filter.process_reqspec(context, spec)
         except exception.RequestFilterFailed as exc:

@@ -10,6 +10,7 @@ import uuid
 
 from nova import objects
 
+from scheduler_ext.nova import migrations
 from scheduler_ext.nova import reconcile as nova_reconcile
 from scheduler_ext.nova import request as nova_request
 from scheduler_ext.placement import (AllocationWrite, EmbeddedPlacement,
@@ -133,9 +134,8 @@ class FindMove(unittest.TestCase):
     record is read."""
 
     def _find(self, root_of):
-        migration = types.SimpleNamespace(
-            uuid=str(uuid.uuid4()), id=7, migration_type="resize",
-            source_compute="host1", source_node="node1")
+        migration = migrations.PendingMigration(
+            uuid=str(uuid.uuid4()), source_compute="host1", source_node="node1")
         node = types.SimpleNamespace(uuid="node-record")
         held = types.SimpleNamespace(allocations={"rp": {"VCPU": 1}})
         spec = objects.RequestSpec(
@@ -150,8 +150,8 @@ class FindMove(unittest.TestCase):
 
         with mock.patch.object(nova_request.nova_context, "target_cell",
                                lambda ctxt, cell: contextlib.nullcontext(ctxt)), \
-                mock.patch.object(objects.MigrationList, "get_by_filters",
-                                  return_value=[migration]), \
+                mock.patch.object(migrations, "pending_migration",
+                                  return_value=migration), \
                 mock.patch.object(objects.ComputeNode, "get_by_host_and_nodename",
                                   side_effect=get_node):
             move = nova_request.find_move(None, "inst", spec, lambda u: held,
