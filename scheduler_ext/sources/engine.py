@@ -131,8 +131,11 @@ def _drawing_on(fit: Fit, released: Allocations) -> np.ndarray:
     mark = np.zeros(ix.n_rows, bool)
     mark[[ix.row_of[rp] for rp in released if rp in ix.row_of]] = True
     out = mark[fit.rows]
+    seen = {id(fit.rows)}   # the classes a root holds itself share its array
     for rows in (*fit.sources.values(), *fit.granular.values()):
-        out |= mark[rows]
+        if id(rows) not in seen:
+            seen.add(id(rows))
+            out |= mark[rows]
     return out
 
 
