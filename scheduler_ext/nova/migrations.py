@@ -18,8 +18,12 @@ from typing import NamedTuple
 
 import sqlalchemy as sa
 
-from nova.db.main import api as main_db
-from nova.db.main import models
+try:
+    from nova.db.main import api as main_db
+    from nova.db.main import models
+except ImportError:     # older releases (the nova <= 22 driver) keep them here
+    from nova.db.sqlalchemy import api as main_db
+    from nova.db.sqlalchemy import models
 
 #: ``status`` of a migration the conductor has created but not yet
 #: scheduled (``MigrationTask._preallocate_migration``)
