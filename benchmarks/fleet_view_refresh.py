@@ -8,22 +8,28 @@ memory. See ``scheduler_ext.lab.bench_refresh``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
+from scheduler_ext.cmd import common
 from scheduler_ext.lab import bench_refresh
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """Every flag is checked before any service starts (one line, exit 2)."""
+    parser = common.Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database", choices=("sqlite", "postgresql"), default="sqlite")
-    parser.add_argument("--sizes", default="10000,100000")
-    parser.add_argument("--changed", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--sizes", type=common.count_list(100), default="10000,100000",
+                        help="providers per run, comma-separated, each >= 100")
+    parser.add_argument("--changed", type=common.count(1), default=100,
+                        help="providers given claims between two refreshes")
+    parser.add_argument("--rounds", type=common.count(1), default=5)
     parser.add_argument("--json", action="store_true", help="also print JSON lines")
     args = parser.parse_args(argv)
-    for n in (int(s) for s in args.sizes.split(",")):
+    if args.changed > min(args.sizes):
+        parser.error(f"--changed: {args.changed} providers in a fleet of "
+                     f"{min(args.sizes)} (--sizes)")
+    for n in args.sizes:
         r = bench_refresh.refresh_cost(n, args.database, args.changed, args.rounds)
         print(bench_refresh.format_row(r), flush=True)
         if args.json:

@@ -41,6 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import nova_cell  # noqa: E402
 
+from scheduler_ext.cmd import common  # noqa: E402
 from scheduler_ext.lab import e2e  # noqa: E402
 from scheduler_ext.lab import e2e_report  # noqa: E402
 from scheduler_ext.placement.http import HttpPlacement  # noqa: E402
@@ -321,49 +322,61 @@ def run_size(n: int, args: argparse.Namespace) -> dict:
         return result
 
 
+#: the smallest fleet a run accepts (providers; about 1% are shared pools)
+MIN_SIZE = 100
+
+
+def _workers(text: str) -> list[int]:
+    """--workers: scheduler process counts, or '' (no throughput run)."""
+    return common.count_list(1)(text) if text.strip() else []
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="1000,10000")
-    parser.add_argument("--decisions", type=int, default=30,
+    """Every flag is checked before any service starts (one line, exit 2)."""
+    parser = common.Parser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=common.count_list(MIN_SIZE), default="1000,10000",
+                        help=f"providers per run, comma-separated, each >= {MIN_SIZE}")
+    parser.add_argument("--decisions", type=common.count(1), default=30,
                         help="decisions per scheduler and kind (default %(default)s)")
-    parser.add_argument("--rate", type=float, default=10.0,
+    parser.add_argument("--rate", type=common.number(0.0), default=10.0,
                         help="other writers' allocation writes per second")
-    parser.add_argument("--workers", default="1,2,4",
+    parser.add_argument("--workers", type=_workers, default="1,2,4",
                         help="scheduler processes for the throughput figure ('' skips)")
-    parser.add_argument("--throughput-seconds", type=float, default=20.0)
-    parser.add_argument("--host-limit", type=int, default=20,
+    parser.add_argument("--throughput-seconds", type=common.number(1.0), default=20.0)
+    parser.add_argument("--host-limit", type=common.count(0), default=20,
                         help="also run ours with [scheduler_ext] nova_host_limit = this "
                              "(0 skips)")
     parser.add_argument("--schedulers", default="stock,ours,ours-limit",
                         help="which schedulers to run (default %(default)s; "
                              "leave stock out where it is too slow)")
-    parser.add_argument("--compare", type=int, default=20,
+    parser.add_argument("--compare", type=common.count(0), default=20,
                         help="boots on which the limited and full nova runs are "
                              "compared (default %(default)s)")
-    parser.add_argument("--wsgi-workers", type=int, default=2)
+    parser.add_argument("--wsgi-workers", type=common.count(1), default=2)
     parser.add_argument("--nova-database", choices=("postgresql", "sqlite"),
                         default="postgresql",
                         help="where nova's API and cell databases live (default "
                              "%(default)s: the placement database's server)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="bench-out")
+    parser.add_argument("--seed", type=common.count(0), default=0)
+    parser.add_argument("--out", type=common.writable_dir, default="bench-out")
     args = parser.parse_args(argv)
-    args.workers = [int(k) for k in args.workers.split(",") if k]
     args.schedulers = tuple(s for s in args.schedulers.split(",")
                             if s and (s != "ours-limit" or args.host_limit))
     unknown = set(args.schedulers) - {"stock", "ours", "ours-limit"}
     if unknown or "ours" not in args.schedulers:
         parser.error(f"--schedulers: {args.schedulers!r} must name ours, and "
                      "only stock, ours and ours-limit")
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as exc:
+        parser.error(f"--out: {args.out}: {exc.strerror}")
     logging.basicConfig(level=getattr(logging, os.environ.get("E2E_LOG", "WARNING")))
-    os.makedirs(args.out, exist_ok=True)
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes = args.sizes
     if len(sizes) > 1:   # nova's database set-up is once per process
+        given = argv if argv is not None else sys.argv[1:]
         for n in sizes:
-            rest = [a for a in (argv if argv is not None else sys.argv[1:])
-                    if not a.startswith("--sizes")]
-            if args.sizes in rest:
-                rest.remove(args.sizes)
+            rest = [a for i, a in enumerate(given) if not a.startswith("--sizes")
+                    and (i == 0 or given[i - 1] != "--sizes")]
             rest += ["--sizes", str(n)]
             subprocess.run([sys.executable, os.path.abspath(__file__)] + rest, check=True)
         return 0

@@ -5,9 +5,11 @@ codes and logging.
   to stderr.
 * Exit codes: ``OK`` (0) clean, ``FINDINGS`` (1) findings or a broken
   invariant, ``USAGE`` (2) a usage or environment error.
-* Every numeric flag is checked by argparse (``count``); every file to
-  write is checked before any work starts (``writable_file``); every input
-  file is read and checked before any work starts.
+* Every numeric flag is checked by argparse (``count``, ``count_list``,
+  ``number``); every file or directory to write is checked before any work
+  starts (``writable_file``, ``writable_dir``); every input file is read
+  and checked before any work starts. The benchmarks under ``benchmarks/``
+  that import the package check their flags the same way.
 * A usage error is one line on stderr naming the flag or file and what was
   wrong (``UsageError``); it is worded as ours, never as placement's.
 * Logging goes through oslo.log to stderr (``setup_logging``).
@@ -71,6 +73,40 @@ def count_list(minimum: int) -> Callable[[str], list[int]]:
         return values
     parse.__name__ = "integer list"
     return parse
+
+
+def number(minimum: float) -> Callable[[str], float]:
+    """An argparse type: a finite number >= minimum."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"must be a number, got {text!r}") from None
+        if not value >= minimum or value == float("inf"):   # NaN fails too
+            raise argparse.ArgumentTypeError(
+                f"must be a finite number of at least {minimum}, got {text}")
+        return value
+    parse.__name__ = "number"
+    return parse
+
+
+def writable_dir(text: str) -> str:
+    """An argparse type: a directory we can write files into, existing or
+    to be made (then its parent exists and is writable)."""
+    path = os.path.abspath(text)
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            raise argparse.ArgumentTypeError(f"{text}: not a directory")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise argparse.ArgumentTypeError(f"{text}: not writable")
+        return text
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        raise argparse.ArgumentTypeError(f"{text}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text}: {parent} is not writable")
+    return text
 
 
 def writable_file(text: str) -> str:
