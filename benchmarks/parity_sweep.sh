@@ -11,6 +11,12 @@ cd "$(dirname "$0")/.."
 export SCHEDULER_EXT_DIFF_SEQUENCES="${SCHEDULER_EXT_DIFF_SEQUENCES:-200}"
 export SCHEDULER_EXT_PARITY_FLEETS="${SCHEDULER_EXT_PARITY_FLEETS:-50}"
 export SCHEDULER_EXT_NESTED_FLEETS="${SCHEDULER_EXT_NESTED_FLEETS:-50}"
+for var in SCHEDULER_EXT_DIFF_SEQUENCES SCHEDULER_EXT_PARITY_FLEETS SCHEDULER_EXT_NESTED_FLEETS; do
+    if ! [[ "${!var}" =~ ^[1-9][0-9]*$ ]]; then
+        echo "parity_sweep.sh: $var must be a positive integer, got '${!var}'" >&2
+        exit 2
+    fi
+done
 exec .venv/bin/python -m pytest -q -p no:cacheprovider -rA \
     tests/functional/test_placement_differential.py \
     tests/functional/test_engine_parity.py \
