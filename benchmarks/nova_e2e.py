@@ -378,7 +378,9 @@ def main(argv: list[str] | None = None) -> int:
             rest = [a for i, a in enumerate(given) if not a.startswith("--sizes")
                     and (i == 0 or given[i - 1] != "--sizes")]
             rest += ["--sizes", str(n)]
-            subprocess.run([sys.executable, os.path.abspath(__file__)] + rest, check=True)
+            code = subprocess.run([sys.executable, os.path.abspath(__file__)] + rest).returncode
+            if code:    # that size's run has said why
+                return code
         return 0
     print(f"size {sizes[0]}", flush=True)
     results = e2e_report.load(args.out)
