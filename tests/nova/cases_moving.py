@@ -13,11 +13,7 @@ The tests that fail with ours and pass with nova's are listed, with the
 reason, in README.rst ("nova's own tests").
 """
 
-import importlib
-import inspect
-import unittest
-
-from tests.nova.harness import PasteConfigMixin, SchedulerExtMixin
+from tests.nova.pairs import define_pairs
 
 #: nova's move tests: (module, class names; None for every test class
 #: defined in the module)
@@ -33,34 +29,4 @@ NOVA_MOVE_TESTS = [
     "1845291", "1848343", "1879878", "1938326", "2108974")]
 
 
-def nova_classes():
-    """(module short name, class) of every nova test class selected."""
-    for module_name, names in NOVA_MOVE_TESTS:
-        module = importlib.import_module(module_name)
-        short = module_name.rsplit(".", 1)[1]
-        for name, cls in sorted(vars(module).items()):
-            if not (inspect.isclass(cls) and issubclass(cls, unittest.TestCase)
-                    and cls.__module__ == module_name):
-                continue
-            if names is not None and name not in names:
-                continue
-            if not any(n.startswith("test") for n in dir(cls)):
-                continue
-            yield short, cls
-
-
-def _pair(short, cls):
-    base = f"{short}__{cls.__name__}"
-    doc = f"nova's {short}.{cls.__name__}, unchanged"
-    ours = type(f"Ours__{base}", (SchedulerExtMixin, cls),
-                {"__doc__": doc + ", with scheduler-ext's manager",
-                 "__module__": __name__})
-    stock = type(f"Stock__{base}", (PasteConfigMixin, cls),
-                 {"__doc__": doc + ", with nova's scheduler",
-                  "__module__": __name__})
-    return ours, stock
-
-
-for _short, _cls in nova_classes():
-    for _made in _pair(_short, _cls):
-        globals()[_made.__name__] = _made
+define_pairs(NOVA_MOVE_TESTS, globals())

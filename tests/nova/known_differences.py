@@ -45,3 +45,42 @@ WINDOW_ONLY = frozenset({
     "test_servers__ServerMovingTests.test_resize_to_same_host_prep_resize_fails",
     "test_servers__ServerMovingTests.test_resize_instance_fails_allocation_cleanup",
 })
+
+_MOCKED_PUT = (
+    "the test mocks keystoneauth1's Adapter.put to answer 409 (consumer "
+    "generation conflict) to nova's scheduler's claim, a PUT "
+    "/allocations/{consumer}; ours claims with one POST /allocations, which "
+    "the mock does not catch, so the claim succeeds and the operation the "
+    "test expects to fail goes on")
+_MOCKED_ENSURE = (
+    "the test mocks nova's SchedulerManager._ensure_sufficient_hosts to "
+    "raise after the claim (standing in for a conductor restart); ours does "
+    "not call it, so the build goes on, and the allocations the test looks "
+    "for right after deleting the server are still held by its build")
+
+#: Differences found by ``sweep.py`` in nova's tests outside the CI's move
+#: suite (subclasses of its classes, and tests that mock nova's own claim).
+SWEEP_DIFFERENCES: dict[str, str] = {
+    **{f"test_servers__{cls}.{test}": _SAME_HOST_MAX
+       for cls in ("ServerMovingTestsWithNestedComputes",
+                   "ServerMovingTestsWithNestedResourceRequests")
+       for test in ("test_resize_revert_same_host",
+                    "test_resize_confirm_same_host")},
+    **{f"test_servers__{cls}.{test}": _FAILED_SAME_HOST
+       for cls in ("ServerMovingTestsWithNestedComputes",
+                   "ServerMovingTestsWithNestedResourceRequests")
+       for test in ("test_resize_to_same_host_prep_resize_fails",
+                    "test_resize_instance_fails_allocation_cleanup")},
+    "test_servers__ConsumerGenerationConflictTest."
+    "test_revert_resize_same_host_delete_dest_fails_due_to_conflict":
+        _SAME_HOST_MAX,
+    "test_servers__ServerRescheduleTestsWithNestedResourcesRequest."
+    "test_allocation_fails_during_reschedule": _OWN_CLAIM,
+    "test_servers__ConsumerGenerationConflictTest."
+    "test_create_server_fails_as_placement_reports_consumer_conflict":
+        _MOCKED_PUT,
+    "test_servers__ConsumerGenerationConflictTest."
+    "test_migrate_claim_on_dest_fails": _MOCKED_PUT,
+    "test_servers__ServerDeleteBuildTests."
+    "test_delete_stuck_build_instance_after_claim": _MOCKED_ENSURE,
+}

@@ -346,3 +346,25 @@ def test_service_command_stops_once_on_an_unreachable_placement_database(tmp_pat
     assert "cannot start: [scheduler_ext] placement_database_connection" in text
     assert "127.0.0.1:9" in text
     assert "secret" not in text and "Traceback" not in text
+
+
+@pytest.mark.parametrize("args, says", [
+    (["nosuch"], "nosuch: no module nova.tests.functional.nosuch"),
+    (["test_servers:Nope"], "no class Nope in nova.tests.functional.test_servers"),
+    (["--workers", "0", "test_servers"], "--workers: must be at least 1"),
+    (["test_cold_migrate"], "no nova test outside the CI's move suite"),
+])
+def test_sweep_checks_its_arguments_before_it_runs(tmp_path, args, says):
+    """The documented sweep over more of nova's tests (``tests.nova.sweep``)
+    refuses a module or class nova does not have, a bad flag, and a
+    selection CI already runs, in one line (exit 2), before it runs a test
+    or makes its output directory."""
+    out_dir = tmp_path / "out"
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.nova.sweep", "--out", str(out_dir), *args],
+        cwd=nova_run.ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2, out.stderr[-3000:]
+    last = out.stderr.strip().splitlines()[-1]
+    assert says in last and last.startswith("python -m tests.nova.sweep: error:")
+    assert "Traceback" not in out.stderr and not out.stdout
+    assert not out_dir.exists()
