@@ -66,6 +66,7 @@ def instrument(timer: e2e.PhaseTimer) -> None:
     timer.wrap(report.SchedulerReportClient, "get_allocation_candidates", "engine")
     # nova's own code only: how ours hands its candidates to nova's filters
     # (``NovaRanking.rank``) is ours and stays in "other"
+    host_states_as_list(host_manager.HostManager)
     for name in ("get_host_states_by_uuids", "get_filtered_hosts", "get_weighed_hosts"):
         timer.wrap(host_manager.HostManager, name, "nova")
     # nova's request preparation, which stock and ours both run
@@ -86,6 +87,19 @@ def instrument(timer: e2e.PhaseTimer) -> None:
     # ... and the CPU time those reads take on the workers
     timer.wrap_background(SchedulerDriver, "refresh", "refresh")
     timer.wrap_background(nova_request, "find_move", "reads")
+
+
+def host_states_as_list(host_manager_cls) -> None:
+    """nova's ``get_host_states_by_uuids`` returns a generator over the host
+    states it has built: taking them is nova's own look-ups, which stock
+    runs inside its filters (timed as *nova*) and ours in its own loop. The
+    timed call returns them as a list, for both schedulers alike."""
+    original = host_manager_cls.get_host_states_by_uuids
+
+    def as_list(self, *args, **kwargs):
+        return list(original(self, *args, **kwargs))
+
+    host_manager_cls.get_host_states_by_uuids = as_list
 
 
 @contextlib.contextmanager
