@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import importlib
+import importlib.util
 import os
 import pathlib
 import pkgutil
@@ -45,8 +46,13 @@ def modules(names: list[str]) -> list[str]:
             found = None
         if found is None:
             raise common.UsageError(f"{name}: no module {PREFIX}{module}")
-        missing = [c for c in filter(None, classes.split("+")) if not
-                   hasattr(importlib.import_module(PREFIX + module), c)]
+        try:
+            loaded = importlib.import_module(PREFIX + module)
+        except Exception as exc:    # a module of nova's that does not import here
+            raise common.UsageError(f"{name}: {PREFIX}{module} does not "
+                                    f"import: {exc}") from exc
+        missing = [c for c in filter(None, classes.split("+"))
+                   if not hasattr(loaded, c)]
         if missing:
             raise common.UsageError(f"{name}: no class {missing[0]} in {PREFIX}{module}")
         if module == "regressions":
