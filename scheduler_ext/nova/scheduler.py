@@ -164,7 +164,7 @@ class NovaScheduler:
                 sels = self._claim(ranking, request, num_alts, early)
                 host = ranking.states[sels[0].root]
                 claimed.append((uuid, sels, host))
-                self._consume(host, spec, uuid)
+                self._consume(host, spec, uuid, sels[0])
         except Exception:
             for uuid, _, _ in claimed:
                 if requests[0].move is None:
@@ -208,9 +208,17 @@ class NovaScheduler:
                       instance_uuid, exc)
 
     @staticmethod
-    def _consume(host, spec, instance_uuid: str) -> None:
-        """What nova does after each claim of a multi-create: the host state
-        consumes the flavor and server groups learn the host."""
+    def _consume(host, spec, instance_uuid: str, claimed: Selection) -> None:
+        """What nova does after each claim of a multi-create: the request
+        groups take the providers of the claimed allocation request (the
+        host state's PCI devices tracked in placement are consumed by that
+        mapping), the host state consumes the flavor and server groups learn
+        the host."""
+        mappings = nova_request.allocation_request(claimed)["mappings"]
+        groups = spec.requested_resources if "requested_resources" in spec else []
+        for rg in groups or []:
+            if rg.requester_id in mappings:
+                rg.provider_uuids = mappings[rg.requester_id]
         host.consume_from_request(spec)
         group = spec.instance_group
         if group is None:

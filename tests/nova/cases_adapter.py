@@ -116,6 +116,43 @@ class ParseQuery(unittest.TestCase):
         self.assertEqual({"VGPU": 1}, body["allocations"][gpu]["resources"])
 
 
+class ConsumeAfterClaim(unittest.TestCase):
+    """After each claim, as nova's own scheduler does, the request groups
+    take the claimed allocation request's providers before the host state
+    consumes the request: nova's PCI-in-placement accounting reads them
+    (without them nova logs "failed to consume" and the host state keeps
+    the devices free for the next instance of a multi-create)."""
+
+    def test_groups_take_the_claimed_providers_before_the_host_consumes(self):
+        from scheduler_ext.moves.request import Selection
+        from scheduler_ext.nova.scheduler import NovaScheduler
+        root, pf, other = (str(uuid.uuid4()) for _ in range(3))
+        spec = objects.RequestSpec(
+            instance_group=None,
+            requested_resources=[
+                objects.RequestGroup(requester_id="pci-0", provider_uuids=[]),
+                objects.RequestGroup(requester_id="not-claimed",
+                                     provider_uuids=[other])])
+        seen = {}
+        host = types.SimpleNamespace(consume_from_request=lambda s: seen.update(
+            s.get_request_group_mapping() or {}))
+        claimed = Selection(root, {root: {"VCPU": 1}, pf: {"CUSTOM_PCI": 1}},
+                            {"": [root], "pci-0": [pf]})
+        NovaScheduler._consume(host, spec, str(uuid.uuid4()), claimed)
+        self.assertEqual({"pci-0": [pf], "not-claimed": [other]}, seen)
+
+    def test_a_spec_without_request_groups_consumes_as_before(self):
+        from scheduler_ext.moves.request import Selection
+        from scheduler_ext.nova.scheduler import NovaScheduler
+        root = str(uuid.uuid4())
+        calls = []
+        host = types.SimpleNamespace(consume_from_request=calls.append)
+        spec = objects.RequestSpec(instance_group=None)
+        NovaScheduler._consume(host, spec, str(uuid.uuid4()),
+                               Selection(root, {root: {"VCPU": 1}}, None))
+        self.assertEqual([spec], calls)
+
+
 class MovedElsewhere(unittest.TestCase):
 
     def m(self, sc, sn, dc, dn):

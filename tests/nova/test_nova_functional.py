@@ -156,7 +156,7 @@ def _assert_all_pass(results, cls, at_least=1):
 def test_adapter_units(nova_results):
     """RequestSpec -> placement query -> ScheduleRequest; the reconcile
     rules, tracker and notification endpoint; the report-client adapter."""
-    for cls in ("ParseQuery", "MovedElsewhere", "FindMove", "ReconcileRules",
+    for cls in ("ParseQuery", "ConsumeAfterClaim", "MovedElsewhere", "FindMove", "ReconcileRules",
                 "ResizeNotifications", "ReportClientAdapterTests"):
         _assert_all_pass(nova_results, cls)
 
