@@ -214,11 +214,11 @@ class NovaScheduler:
         host state's PCI devices tracked in placement are consumed by that
         mapping), the host state consumes the flavor and server groups learn
         the host."""
-        mappings = nova_request.allocation_request(claimed)["mappings"]
-        groups = spec.requested_resources if "requested_resources" in spec else []
-        for rg in groups or []:
+        mappings = claimed.mappings or {}
+        for rg in (spec.requested_resources if "requested_resources" in spec
+                   else None) or ():
             if rg.requester_id in mappings:
-                rg.provider_uuids = mappings[rg.requester_id]
+                rg.provider_uuids = list(mappings[rg.requester_id])
         host.consume_from_request(spec)
         group = spec.instance_group
         if group is None:
