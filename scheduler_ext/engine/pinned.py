@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 import numpy as np
 
 from scheduler_ext.engine import supply
-from scheduler_ext.placement import Allocations
+from scheduler_ext.placement import WHOLE_DEVICE_TRAIT, Allocations
 from scheduler_ext.placement.query import CandidateRequest
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,6 +47,20 @@ def serves(index: "CapacityIndex", rp: str, root: str) -> bool:
         return True
     return row in index.sharing_set and bool(
         index.aggregates.row_uuids(row) & index.aggregates.row_uuids(root_row))
+
+
+def whole_devices(index: "CapacityIndex",
+                  *allocs: Allocations | None) -> frozenset[str]:
+    """The providers of ``allocs`` that are whole devices (trait
+    ``WHOLE_DEVICE_TRAIT``), of those the index knows."""
+    with index.lock:
+        rows = {index.row_of[rp]: rp for a in allocs if a for rp in a
+                if rp in index.row_of}
+        if not rows:
+            return frozenset()
+        found = index.traits.any_of_rows(
+            [WHOLE_DEVICE_TRAIT], np.fromiter(rows, np.int64, len(rows)))
+    return frozenset(rp for rp, hit in zip(rows.values(), found.tolist()) if hit)
 
 
 def pinned(index: "CapacityIndex", fit: "Fit", i: int, pin: Allocations,

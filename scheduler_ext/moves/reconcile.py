@@ -19,7 +19,11 @@ Targets:
   max(old, new) per class and the migration nothing. This also folds nova's
   own same-host state (instance new + migration old, left when the
   conductor reschedules onto the source) into the safe one: the provider's
-  usage only goes down, and confirm and revert stay correct.
+  usage only goes down, and confirm and revert stay correct. Except when
+  either holds a whole device (``placement.WHOLE_DEVICE_TRAIT``): old and
+  new devices are never the same, and only nova's state (the migration
+  holding the old ones) lets confirm free the old devices and revert the
+  new, so that state is left as it is.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from typing import Iterable, Mapping
 from oslo_log import log as logging
 
 from scheduler_ext import errors
-from scheduler_ext.placement import (SHARING_TRAIT, AllocationWrite, Allocations,
+from scheduler_ext.placement import (SHARING_TRAIT, WHOLE_DEVICE_TRAIT,
+                                     AllocationWrite, Allocations,
                                      ConsumerAllocations, PlacementClient,
                                      allocations)
 
@@ -166,6 +171,9 @@ class Reconciler:
         """A same-host move in progress: the instance holds max(old, new),
         the migration nothing."""
         held, mig = plan.held, plan.migs[move.migration_uuid]
+        if mig.allocations and self._any_whole_device(
+                allocations.total(held.allocations, mig.allocations)):
+            return      # nova's own state, which devices need (module doc)
         need = {rc: max(move.old_resources.get(rc, 0),
                         move.new_resources.get(rc, 0))
                 for rc in set(move.old_resources) | set(move.new_resources)}
@@ -219,6 +227,16 @@ class Reconciler:
             rp = rp or self._provider_for(rc, host)
             out.setdefault(rp, {})[rc] = n
         return out
+
+    def _any_whole_device(self, allocs: Allocations) -> bool:
+        for rp in allocs:
+            try:
+                _, traits = self.client.get_traits(rp)
+            except errors.NotFound:
+                continue
+            if WHOLE_DEVICE_TRAIT in traits:
+                return True
+        return False
 
     def _serves(self, rp: str, host: str) -> bool:
         """``rp`` is the host, a provider of its tree (a child: a NUMA

@@ -25,6 +25,15 @@ the migration holds none). After a same-host pick both leave the instance
 with max(old, new), and ``reconcile`` trims it to the live flavor: a
 decrease, which always fits.
 
+Whole devices (providers with ``placement.WHOLE_DEVICE_TRAIT``: a PCI
+device nova's compute assigns to one server) are the exception. The old
+and new flavors never share one (nova attaches the new devices while the
+old stay assigned), and only a migration holding the old ones lets
+confirm free them and revert free the new ones. So when the old
+allocations or the same-host candidate use a whole device, the same host
+is taken as nova takes it: the new flavor beside the old
+(``MoveCandidates.held_source``), written as for another host.
+
 Only when the candidates come from placement for a query the engine
 cannot model does the release of the old allocations have to be a real
 write; that path is ``moves.release`` (journaled, restored on any error).
@@ -153,10 +162,11 @@ class SameHostMoveStrategy:
         server's old allocations (what a move keeps on the migration when
         it goes elsewhere), ``released`` what the view may treat as free on
         the source."""
-        choices, pool = self._choices(source, request, released, limit)
+        choices, pool, apart = self._choices(source, request, released, limit)
         if not choices and source.recheck(request.query, limit,
                                           _recheck_also(request, released)):
-            choices, pool = self._choices(source, request, released, limit)
+            choices, pool, apart = self._choices(source, request, released,
+                                                 limit)
         if not choices:
             raise errors.NoValidHost(
                 f"instance {instance}: no host fits {dict(request.resources)}"
@@ -165,7 +175,7 @@ class SameHostMoveStrategy:
         pos = 0     # the candidate tried (candidates may be built when read)
         while pos < len(choices) and len(failures) < self.max_claim_attempts:
             cand = choices[pos]
-            writes = self._writes(request, instance, held, old, cand)
+            writes = self._writes(request, instance, held, old, cand, apart)
             self.stats["claims"] += 1
             try:
                 self.client.post_allocations(writes)
@@ -194,12 +204,13 @@ class SameHostMoveStrategy:
 
     def _choices(self, source: CandidateSource, request: ScheduleRequest,
                  released: Allocations | None, limit: int
-                 ) -> tuple[Sequence[Candidate], Sequence[Candidate]]:
-        """(candidates to claim, best first; alternates pool)."""
+                 ) -> tuple[Sequence[Candidate], Sequence[Candidate], bool]:
+        """(candidates to claim, best first; alternates pool; whether a
+        same-host pick keeps the old allocations apart, on the migration)."""
         move = request.move
         if move is None:
             cands = source.candidates(request.query, limit=limit + 1)
-            return cands, cands
+            return cands, cands, False
         view = source.move_candidates(
             request.query, limit=limit, source=move.source_root, released=released)
         others = view.others
@@ -208,21 +219,28 @@ class SameHostMoveStrategy:
         pool = (Inserted(others, view.held_source)
                 if view.held_source and move.allow_same_host else others)
         same = view.same_host if move.allow_same_host else None
+        apart = not self.release or bool(view.whole_devices)
+        if view.whole_devices and move.allow_same_host:
+            # a device is never shared by the old and new flavors: the
+            # source only with the new flavor beside the old, as nova does
+            same = view.held_source
         if same is None:
-            return others, pool
+            return others, pool, apart
         return Inserted(others, same, ahead=True,
-                        front=self.prefer_same_host), pool
+                        front=self.prefer_same_host), pool, apart
 
     def _writes(self, request: ScheduleRequest, instance: str, held: Held,
-                old: Allocations, cand: Candidate
+                old: Allocations, cand: Candidate, apart: bool
                 ) -> dict[str, AllocationWrite]:
-        """The one write claiming ``cand`` (see the module's table)."""
+        """The one write claiming ``cand`` (see the module's table);
+        ``apart``: a same-host pick too leaves the old allocations on the
+        migration."""
         move = request.move
         owner = dict(project_id=request.project_id, user_id=request.user_id)
         if move is None:
             return {instance: held.instance.write(
                 cand.allocations, consumer_type=consumers.INSTANCE, **owner)}
-        if cand.root == move.source_root and self.release:
+        if cand.root == move.source_root and not apart:
             target_inst = allocations.per_class_max(old, cand.allocations)
             target_mig: Allocations = {}
         else:

@@ -11,6 +11,11 @@ MAX_INT = 2**31 - 1
 #: The trait that makes a provider share its inventory with its aggregates.
 SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 
+#: The trait nova's compute puts on a provider that is one PCI device it
+#: assigns whole to one server (``[pci] report_in_placement``): the old and
+#: new flavor of a same-host resize can never share such a device.
+WHOLE_DEVICE_TRAIT = "COMPUTE_MANAGED_PCI_DEVICE"
+
 #: rp uuid -> resource class -> amount (whole units of the class).
 Allocations = Mapping[str, Mapping[str, int]]
 

@@ -50,12 +50,16 @@ class MoveCandidates:
     other hosts that fit with the old allocations still held (they stay
     held while the move runs), best first. ``held_source``: the source host
     if the new flavor fits beside the old one (what nova's conductor can
-    claim on a reschedule), else None.
+    claim on a reschedule), else None. ``whole_devices``: the providers of
+    the old allocations and of ``same_host`` that are whole devices
+    (``placement.WHOLE_DEVICE_TRAIT``); when there is one, the move cannot
+    take max(old, new) on its host (see ``moves.strategy``).
     """
 
     same_host: Candidate | None
     others: Sequence[Candidate]
     held_source: Candidate | None
+    whole_devices: frozenset[str] = frozenset()
 
 
 class RealReleaseNeeded(errors.Unsupported):
@@ -209,7 +213,7 @@ class RankedSource:
         same, held = (None if c is None else _reweighed(c, next(tail))
                       for c in extra)
         return MoveCandidates(same, RankedCandidates(others, weights[:len(others)]),
-                              held)
+                              held, view.whole_devices)
 
 
 def _reweighed(cand: Candidate, weight: float | None) -> Candidate | None:

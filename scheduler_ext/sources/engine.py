@@ -10,7 +10,7 @@ from oslo_config import cfg
 
 from scheduler_ext.engine.fit import Fit
 from scheduler_ext.engine.index import CapacityIndex
-from scheduler_ext.engine.pinned import pinned
+from scheduler_ext.engine.pinned import pinned, whole_devices
 from scheduler_ext.engine.weigh import Weigher, top_k
 from scheduler_ext.placement import Allocations, PlacementClient
 from scheduler_ext.placement.model import ConsumerAllocations
@@ -106,7 +106,10 @@ class EngineCandidateSource:
             theirs = np.flatnonzero(again[held.rows] & (held.rows != src_row))
             parts.append((held, theirs, weights[np.searchsorted(
                 fit.rows, held.rows[theirs])]))
-        return MoveCandidates(same, _best_of(parts, limit, self.index), held_source)
+        devices = whole_devices(self.index, released,
+                                same.allocations if same else None)
+        return MoveCandidates(same, _best_of(parts, limit, self.index),
+                              held_source, devices)
 
     def _on_source(self, fit: Fit, i: int, weight: float,
                    old: Allocations | None,

@@ -27,11 +27,11 @@ from oslo_config import cfg
 
 from scheduler_ext import errors
 from scheduler_ext.engine.index import CapacityIndex
-from scheduler_ext.engine.pinned import Pinned, pinned
+from scheduler_ext.engine.pinned import Pinned, pinned, whole_devices
 from scheduler_ext.engine.weigh import Weigher
-from scheduler_ext.placement import (SHARING_TRAIT, Allocations,
-                                     CandidatesEndpoint, PlacementClient,
-                                     allocations)
+from scheduler_ext.placement import (SHARING_TRAIT, WHOLE_DEVICE_TRAIT,
+                                     Allocations, CandidatesEndpoint,
+                                     PlacementClient, allocations)
 from scheduler_ext.placement.client import read_listed_providers, read_provider
 from scheduler_ext.placement.model import FleetSnapshot, ProviderRecord
 from scheduler_ext.placement.query import CandidateRequest
@@ -127,7 +127,7 @@ class PlacementCandidateSource:
             return MoveCandidates(answer, [c for c in weighed
                                            if c.root != source][:limit], answer)
         try:
-            same, held, view = self._on_source(query, source, released)
+            same, held, view, devices = self._on_source(query, source, released)
         except errors.Unsupported as exc:
             raise RealReleaseNeeded(
                 f"source {source}: {exc}; the old allocations must be "
@@ -141,16 +141,18 @@ class PlacementCandidateSource:
         held_c = None if held is None else Candidate(
             source, held[0], same_c.weight if same_c is not None else 0.0, held[1])
         return MoveCandidates(same_c, [c for c in weighed
-                                       if c.root != source][:limit], held_c)
+                                       if c.root != source][:limit], held_c,
+                              devices)
 
     def _on_source(self, query: CandidateRequest, source: str,
                    released: Allocations
-                   ) -> tuple[Pinned | None, Pinned | None, dict]:
+                   ) -> tuple[Pinned | None, Pinned | None, dict, frozenset[str]]:
         """(the source's allocation and mappings with ``released`` freed,
         the same with it held, each on the providers the old allocations
         use, or None when it does not fit; provider summaries of the
-        source's providers with ``released`` freed), from the engine on the
-        source's own providers read now."""
+        source's providers with ``released`` freed; the whole devices among
+        the old allocations and the first), from the engine on the source's
+        own providers read now."""
         index = CapacityIndex.from_snapshot(
             FleetSnapshot(tuple(self._source_records(query, source, released))),
             single_precision_ratio=self.single_precision)
@@ -167,7 +169,8 @@ class PlacementCandidateSource:
             if freed is not None:
                 view = index.provider_summaries(list(index.row_of.values()),
                                                 fit.released)
-        return out[0], out[1], view
+        return out[0], out[1], view, whole_devices(
+            index, released, out[0][0] if out[0] else None)
 
     def _source_records(self, query: CandidateRequest, source: str,
                         released: Allocations) -> list[ProviderRecord]:
@@ -211,8 +214,32 @@ class PlacementCandidateSource:
         weighed = self._weighed(cands, summaries)
         same = next((c for c in weighed if c.root == source), None)
         others = [c for c in weighed if c.root != source and fits_with_held(c)]
-        held_source = same if same is not None and fits_with_held(same) else None
-        return MoveCandidates(same, others[:limit], held_source)
+        # the source's best answer that fits beside ``held`` (placement
+        # answers several per host), weighed as the source is
+        held_source = None
+        if same is not None:
+            mine = [c for c in cands if c.root == source]
+            mine = [c for c in mine if c.allocations is same.allocations] + mine
+            held_source = next((c.with_weight(same.weight) for c in mine
+                                if fits_with_held(c)), None)
+        return MoveCandidates(same, others[:limit], held_source,
+                              self._whole_devices(held, same, summaries))
+
+    def _whole_devices(self, held: Allocations, same: Candidate | None,
+                       summaries: dict) -> frozenset[str]:
+        """The whole devices among ``held`` (read now: a released provider
+        may be missing from placement's answer) and ``same``'s providers
+        (from the answer's summaries)."""
+        out = {rp for rp in (same.allocations if same else ())
+               if WHOLE_DEVICE_TRAIT in summaries.get(rp, {}).get("traits", ())}
+        for rp in held:
+            try:
+                _, traits = self.client.get_traits(rp)
+            except errors.NotFound:
+                continue
+            if WHOLE_DEVICE_TRAIT in traits:
+                out.add(rp)
+        return frozenset(out)
 
 
 def _root(req: dict, summaries: dict) -> str:

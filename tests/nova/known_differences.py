@@ -92,10 +92,4 @@ SWEEP_DIFFERENCES: dict[str, str] = {
     "test_delete_stuck_build_instance_after_claim": _MOCKED_ENSURE,
     "test_service__ServiceTestCase.test_service_start_resets_cell_cache":
         _RECONCILE_AT_START,
-    # (these two also fail now and then earlier, with NoValidHost at the
-    # resize itself: an open finding, see README "nova's own tests")
-    "test_pci_sriov_servers__PCIServersTest.test_same_host_resize_with_pci":
-        _SAME_HOST_MAX,
-    "test_pci_in_placement__PlacementPCIAllocationHealingTests."
-    "test_heal_allocation_during_same_host_resize": _SAME_HOST_MAX,
 }

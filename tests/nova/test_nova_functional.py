@@ -12,7 +12,8 @@ it; ``.[nova]`` alone installs what they need on top of the package).
 ``SCHEDULER_EXT_NOVA_MOVES=0`` leaves nova's own move suite out (it takes
 most of the run's time); the default runs it. Of nova's QoS-port and vGPU
 tests (``cases_nested``) a few run by default;
-``SCHEDULER_EXT_NOVA_NESTED=all`` runs them all.
+``SCHEDULER_EXT_NOVA_NESTED=all`` runs them all. Of nova's PCI tests
+(``cases_pci``) the two same-host resizes run.
 """
 
 import importlib.util
@@ -31,11 +32,12 @@ from tests.nova.known_differences import KNOWN_DIFFERENCES, WINDOW_ONLY
 
 MOVING = "tests.nova.cases_moving"
 NESTED = "tests.nova.cases_nested"
+PCI = "tests.nova.cases_pci"
 TARGETS = ["tests.nova.cases_adapter", "tests.nova.cases_ranking",
            "tests.nova.cases_early_reads", "tests.nova.cases_host_reads",
            "tests.nova.cases_scenarios", "tests.nova.cases_audit",
            "tests.nova.cases_startup", "tests.nova.cases_nova22",
-           "tests.nova.cases_window", NESTED]
+           "tests.nova.cases_window", NESTED, PCI]
 if os.environ.get("SCHEDULER_EXT_NOVA_MOVES", "1") != "0":
     TARGETS.append(MOVING)
 #: nova's tests for QoS ports and vGPU flavors run by default (54 in all,
@@ -52,13 +54,21 @@ NESTED_DEFAULT = {
     "VGPUSchedulerExt": {"test_create_servers_with_vgpu", "test_resize_servers_with_vgpu"},
     "VGPUFillingUpSchedulerExt": {"test_two_16_vgpu_servers_fill_the_two_pgpus"},
 }
+#: the tests of nova's PCI classes run (``cases_pci``; the others are in the
+#: sweep, ``tests/nova/sweep.py``)
+PCI_SELECTED = {
+    "PCISameHostSchedulerExt": {"test_same_host_resize_with_pci"},
+    "PCIHealingSameHostSchedulerExt": {"test_heal_allocation_during_same_host_resize"},
+}
 
 
 def _selected(test_id: str) -> bool:
+    cls, name = test_id.rsplit(".", 2)[-2:]
+    if test_id.startswith(PCI + "."):
+        return name in PCI_SELECTED.get(cls, ())
     if not test_id.startswith(NESTED + ".") or \
             os.environ.get("SCHEDULER_EXT_NOVA_NESTED") == "all":
         return True
-    cls, name = test_id.rsplit(".", 2)[-2:]
     return name in NESTED_DEFAULT.get(cls, ())
 
 
@@ -311,6 +321,16 @@ def test_vgpu_servers_are_scheduled_by_the_engine(nova_results):
     failed = {n: r for n, r in ours.items() if r.status != "success"}
     assert len(ours) >= 2 and not failed, failed
     _assert_all_pass(nova_results, "VGPUFillingUpSchedulerExt")
+
+
+def test_pci_same_host_resizes_never_share_a_device(nova_results):
+    """nova's own same-host resize tests with PCI devices tracked in
+    placement pass with scheduler-ext's manager: the new flavor never gets
+    the server's old device, and confirm and revert leave no device of the
+    other flavor allocated (``tests/unit/moves/test_same_host_devices.py``
+    pins the rule)."""
+    _assert_all_pass(nova_results, "PCISameHostSchedulerExt")
+    _assert_all_pass(nova_results, "PCIHealingSameHostSchedulerExt")
 
 
 def test_service_command_parses_nova_arguments():

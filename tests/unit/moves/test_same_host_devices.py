@@ -1,0 +1,165 @@
+"""Same-host resizes of servers with whole devices (PCI devices nova's
+compute tracks in placement, one provider each, with the trait
+COMPUTE_MANAGED_PCI_DEVICE): the old and new flavors never share a device,
+so the same host is claimed as nova claims it (the new flavor beside the
+old, the migration holding the old), and nova's confirm and revert leave
+exactly the live flavor's devices allocated, with reconcile changing
+nothing. Found by nova's ``PCIServersTest.test_same_host_resize_with_pci``
+through ``tests.nova.sweep``."""
+
+import dataclasses
+import uuid
+
+import pytest
+
+from scheduler_ext import errors
+from scheduler_ext.lab import invariants
+from scheduler_ext.lab.fleet import add_host
+from scheduler_ext.lab.nova_model import Server
+from scheduler_ext.moves.reconcile import Reconciler
+from scheduler_ext.placement import (WHOLE_DEVICE_TRAIT, AllocationWrite,
+                                     EmbeddedPlacement, Inventory)
+from scheduler_ext.placement.query import CandidateRequest, RequestGroup
+from scheduler_ext.sources.placement import PlacementCandidateSource
+from tests.unit.helpers import start
+from tests.unit.sources.test_placement_source import PlacementWithCandidates
+
+SERVER = str(uuid.UUID(int=201))
+PCI = "CUSTOM_PCI_8086_1563"
+OLD = {"VCPU": 2, "MEMORY_MB": 1024}
+NEW = {"VCPU": 4, "MEMORY_MB": 2048}
+
+
+def _device_host(client, n=3, vcpu=8):
+    """A compute node with ``n`` PCI devices, each its own child provider
+    (as nova names and marks them)."""
+    cn = add_host(client, "cn", {"VCPU": Inventory(vcpu),
+                                 "MEMORY_MB": Inventory(8192)})
+    devices = []
+    for k in range(n):
+        dev = client.create_provider(f"cn_0000:81:0{k}.0", parent_provider_uuid=cn)
+        gen = client.set_inventories(dev.uuid, dev.generation, {PCI: Inventory(1)})
+        client.set_traits(dev.uuid, gen, [WHOLE_DEVICE_TRAIT])
+        devices.append(dev.uuid)
+    return cn, devices
+
+
+def _query(flavor, devices):
+    """nova's request: one granular group of one device per device asked,
+    ``group_policy=none`` (nova's default for PCI groups)."""
+    return CandidateRequest(dict(flavor), granular=tuple(
+        RequestGroup(f"_PCI{k}", {PCI: 1}) for k in range(devices)),
+        group_policy="none" if devices > 1 else None)
+
+
+def _booted(client, engine, tmp_path, old_devices, **host):
+    client.create_resource_class(PCI)
+    cn, devices = _device_host(client, **host)
+    drv, model = start(PlacementWithCandidates(client), engine=engine,
+                       prefer_same_host=True,
+                       release_journal_dir=str(tmp_path / "journal"))
+    allocs = {cn: dict(OLD), **{d: {PCI: 1} for d in devices[:old_devices]}}
+    client.put_allocations(SERVER, AllocationWrite(
+        allocs, model.project_id, model.user_id, None, "INSTANCE"))
+    model.servers[SERVER] = Server(SERVER, dict(OLD), cn)
+    return drv, model, cn, devices
+
+
+def _resize_with_devices(drv, model, devices):
+    """model.resize, with nova's PCI groups added to the new flavor's query."""
+    model.scheduler = lambda req: drv.select_destinations(
+        dataclasses.replace(req, query=_query(req.query.resources, devices)))
+    return model.resize(SERVER, NEW)
+
+
+@pytest.fixture
+def client():
+    return EmbeddedPlacement()
+
+
+@pytest.mark.parametrize("engine", ["numpy", "placement"])
+def test_a_same_host_resize_never_gives_the_old_device_to_the_new_flavor(
+        client, engine, tmp_path):
+    drv, model, cn, (d0, d1, d2) = _booted(client, engine, tmp_path, 1)
+    move = _resize_with_devices(drv, model, 2)
+    assert move.dest == cn
+    assert client.get_consumer(SERVER).allocations == {
+        cn: NEW, d1: {PCI: 1}, d2: {PCI: 1}}
+    assert client.get_consumer(move.migration_uuid).allocations == {
+        cn: OLD, d0: {PCI: 1}}
+    sel = model.servers[SERVER]
+    assert sel.host == cn
+
+
+@pytest.mark.parametrize("engine", ["numpy", "placement"])
+@pytest.mark.parametrize("end", ["confirm", "revert"])
+@pytest.mark.parametrize("old_devices", [1, 0])
+def test_confirm_or_revert_leaves_only_the_live_flavors_devices(
+        client, engine, end, old_devices, tmp_path):
+    """Before the fix the instance held max(old, new) and every device, and
+    nova's confirm and revert left the other flavor's devices allocated
+    (nova's PCI healing only adds); reconcile does not touch devices."""
+    drv, model, cn, devices = _booted(client, engine, tmp_path, old_devices)
+    move = _resize_with_devices(drv, model, 2)
+    before = client.get_consumer(SERVER).allocations
+    # the reconcile loop runs while the move is in progress: nova's state
+    # with devices is left as it is
+    assert Reconciler(client).run(model.states(), apply=True) == []
+    assert client.get_consumer(SERVER).allocations == before
+    getattr(model, end)(SERVER)
+    assert Reconciler(client).run(model.states(), apply=True) == []
+    held = client.get_consumer(SERVER).allocations
+    assert held[cn] == (NEW if end == "confirm" else OLD)
+    old_set, held_devices = set(devices[:old_devices]), set(held) - {cn}
+    if end == "confirm":
+        assert len(held_devices) == 2 and not held_devices & old_set
+    else:
+        assert held_devices == old_set
+    assert all(held[d] == {PCI: 1} for d in held_devices)
+    assert client.get_consumer(move.migration_uuid).allocations == {}
+    assert {d for d in devices if client.get_usages(d)[PCI]} == held_devices
+
+
+@pytest.mark.parametrize("engine", ["numpy", "placement"])
+def test_with_devices_a_full_host_resizes_in_place_only_if_both_flavors_fit(
+        client, engine, tmp_path):
+    """The limit of the rule: 6 VCPU cannot hold old 2 + new 4 beside each
+    other, so the resize finds no host, as with nova's scheduler, and
+    leaves every allocation as it was."""
+    drv, model, cn, devices = _booted(client, engine, tmp_path, 1, vcpu=5)
+    state = invariants.state(client)
+    with pytest.raises(errors.NoValidHost, match="same host allowed"):
+        _resize_with_devices(drv, model, 2)
+    assert invariants.state(client) == state
+
+
+@pytest.mark.parametrize("engine", ["numpy", "placement"])
+def test_without_devices_the_same_full_host_takes_max_old_new(
+        client, engine, tmp_path):
+    """The same host and resize with no device asked or held: bug
+    1790204's rule holds (5 VCPU fit max(2, 4))."""
+    drv, model, cn, devices = _booted(client, engine, tmp_path, 0, vcpu=5)
+    move = _resize_with_devices(drv, model, 0)
+    assert move.dest == cn
+    assert client.get_consumer(SERVER).allocations == {cn: NEW}
+    assert client.get_consumer(move.migration_uuid).allocations == {}
+
+
+def test_after_a_real_release_the_old_device_is_still_not_shared(
+        client, tmp_path, monkeypatch):
+    """The placement source's real-release path (the source's own
+    providers beyond the engine) finds the old device among the released
+    providers, which placement's answer may not name."""
+    def beyond_the_engine(*args, **kwargs):
+        raise errors.Unsupported("a query the engine cannot model")
+
+    monkeypatch.setattr(PlacementCandidateSource, "_on_source",
+                        beyond_the_engine)
+    drv, model, cn, (d0, d1, d2) = _booted(client, "placement", tmp_path, 1)
+    move = _resize_with_devices(drv, model, 2)
+    assert move.dest == cn
+    assert client.get_consumer(SERVER).allocations == {
+        cn: NEW, d1: {PCI: 1}, d2: {PCI: 1}}
+    assert client.get_consumer(move.migration_uuid).allocations == {
+        cn: OLD, d0: {PCI: 1}}
+    assert not list((tmp_path / "journal").iterdir())
