@@ -11,6 +11,8 @@ import dataclasses
 import uuid
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from scheduler_ext import errors
 from scheduler_ext.lab import invariants
@@ -163,3 +165,49 @@ def test_after_a_real_release_the_old_device_is_still_not_shared(
     assert client.get_consumer(move.migration_uuid).allocations == {
         cn: OLD, d0: {PCI: 1}}
     assert not list((tmp_path / "journal").iterdir())
+
+
+@settings(max_examples=150, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow,
+                                 HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 4), old_devices=st.integers(0, 2),
+       new_devices=st.integers(0, 3), vcpu=st.integers(4, 8),
+       end=st.sampled_from(["confirm", "revert"]),
+       engine=st.sampled_from(["numpy", "placement"]))
+def test_per_device_nothing_shared_lost_or_counted_twice(
+        tmp_path_factory, n, old_devices, new_devices, vcpu, end, engine):
+    """Per device provider, through a same-host resize, then confirm or
+    revert, then reconcile: usage equals what consumers hold and never
+    exceeds its one device; while the move runs, the instance and the
+    migration never hold the same device; after it, the instance holds
+    exactly the live flavor's count and the migration nothing. A resize
+    that finds no host changes nothing."""
+    old_devices = min(old_devices, n)
+    client = EmbeddedPlacement()
+    drv, model, cn, devices = _booted(client, engine, tmp_path_factory.mktemp("j"),
+                                      old_devices, n=n, vcpu=vcpu)
+
+    def per_device() -> None:
+        for d in devices:
+            held = sum(c.get(d, {}).get(PCI, 0) for c in (
+                client.get_consumer(u).allocations
+                for u in client.get_provider_allocations(d)))
+            assert client.get_usages(d)[PCI] == held <= 1
+
+    before = invariants.state(client)
+    try:
+        move = _resize_with_devices(drv, model, new_devices)
+    except errors.NoValidHost:
+        assert invariants.state(client) == before
+        return
+    per_device()
+    inst = set(client.get_consumer(SERVER).allocations) - {cn}
+    mig = set(client.get_consumer(move.migration_uuid).allocations) - {cn}
+    assert not inst & mig
+    getattr(model, end)(SERVER)
+    Reconciler(client).run(model.states(), apply=True)
+    per_device()
+    live = new_devices if end == "confirm" else old_devices
+    held = client.get_consumer(SERVER).allocations
+    assert sum(held.get(d, {}).get(PCI, 0) for d in devices) == live
+    assert client.get_consumer(move.migration_uuid).allocations == {}
