@@ -34,10 +34,10 @@ from typing import Iterable, Mapping
 from oslo_log import log as logging
 
 from scheduler_ext import errors
-from scheduler_ext.placement import (SHARING_TRAIT, WHOLE_DEVICE_TRAIT,
-                                     AllocationWrite, Allocations,
+from scheduler_ext.placement import (SHARING_TRAIT, AllocationWrite, Allocations,
                                      ConsumerAllocations, PlacementClient,
                                      allocations)
+from scheduler_ext.placement.client import read_whole_devices
 
 LOG = logging.getLogger(__name__)
 
@@ -171,8 +171,8 @@ class Reconciler:
         """A same-host move in progress: the instance holds max(old, new),
         the migration nothing."""
         held, mig = plan.held, plan.migs[move.migration_uuid]
-        if mig.allocations and self._any_whole_device(
-                allocations.total(held.allocations, mig.allocations)):
+        if mig.allocations and read_whole_devices(self.client, allocations.total(
+                held.allocations, mig.allocations)):
             return      # nova's own state, which devices need (module doc)
         need = {rc: max(move.old_resources.get(rc, 0),
                         move.new_resources.get(rc, 0))
@@ -227,16 +227,6 @@ class Reconciler:
             rp = rp or self._provider_for(rc, host)
             out.setdefault(rp, {})[rc] = n
         return out
-
-    def _any_whole_device(self, allocs: Allocations) -> bool:
-        for rp in allocs:
-            try:
-                _, traits = self.client.get_traits(rp)
-            except errors.NotFound:
-                continue
-            if WHOLE_DEVICE_TRAIT in traits:
-                return True
-        return False
 
     def _serves(self, rp: str, host: str) -> bool:
         """``rp`` is the host, a provider of its tree (a child: a NUMA

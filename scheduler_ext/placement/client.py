@@ -14,8 +14,8 @@ from typing import Iterable, Mapping, Protocol, runtime_checkable
 from scheduler_ext import errors
 from scheduler_ext.placement.change_log import Changes
 from scheduler_ext.placement.model import (
-    AllocationWrite, Allocations, ConsumerAllocations, FleetSnapshot, Inventory,
-    Provider, ProviderRecord)
+    WHOLE_DEVICE_TRAIT, AllocationWrite, Allocations, ConsumerAllocations,
+    FleetSnapshot, Inventory, Provider, ProviderRecord)
 
 
 @runtime_checkable
@@ -131,3 +131,19 @@ def read_listed_providers(client: PlacementClient, providers: Iterable[Provider]
         except errors.NotFound:
             gone.append(prov.uuid)
     return records, gone
+
+
+def read_whole_devices(client: PlacementClient,
+                       providers: Iterable[str]) -> set[str]:
+    """Those of ``providers`` that are whole devices (trait
+    ``WHOLE_DEVICE_TRAIT``), their traits read now; one deleted meanwhile
+    is not one."""
+    out: set[str] = set()
+    for rp in providers:
+        try:
+            _, traits = client.get_traits(rp)
+        except errors.NotFound:
+            continue
+        if WHOLE_DEVICE_TRAIT in traits:
+            out.add(rp)
+    return out

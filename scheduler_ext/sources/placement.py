@@ -32,7 +32,8 @@ from scheduler_ext.engine.weigh import Weigher
 from scheduler_ext.placement import (SHARING_TRAIT, WHOLE_DEVICE_TRAIT,
                                      Allocations, CandidatesEndpoint,
                                      PlacementClient, allocations)
-from scheduler_ext.placement.client import read_listed_providers, read_provider
+from scheduler_ext.placement.client import (read_listed_providers,
+                                            read_provider, read_whole_devices)
 from scheduler_ext.placement.model import FleetSnapshot, ProviderRecord
 from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.sources.base import (Candidate, MoveCandidates,
@@ -232,14 +233,7 @@ class PlacementCandidateSource:
         (from the answer's summaries)."""
         out = {rp for rp in (same.allocations if same else ())
                if WHOLE_DEVICE_TRAIT in summaries.get(rp, {}).get("traits", ())}
-        for rp in held:
-            try:
-                _, traits = self.client.get_traits(rp)
-            except errors.NotFound:
-                continue
-            if WHOLE_DEVICE_TRAIT in traits:
-                out.add(rp)
-        return frozenset(out)
+        return frozenset(out | read_whole_devices(self.client, held))
 
 
 def _root(req: dict, summaries: dict) -> str:

@@ -74,6 +74,18 @@ def _resize_with_devices(drv, model, devices):
     return model.resize(SERVER, NEW)
 
 
+def _assert_new_beside_old(client, drv, model, cn, devices):
+    """A resize from device d0 to two devices on a host with three: the
+    same host, the two others for the new flavor, d0 on the migration."""
+    d0, d1, d2 = devices
+    move = _resize_with_devices(drv, model, 2)
+    assert move.dest == cn
+    assert client.get_consumer(SERVER).allocations == {
+        cn: NEW, d1: {PCI: 1}, d2: {PCI: 1}}
+    assert client.get_consumer(move.migration_uuid).allocations == {
+        cn: OLD, d0: {PCI: 1}}
+
+
 @pytest.fixture
 def client():
     return EmbeddedPlacement()
@@ -82,15 +94,7 @@ def client():
 @pytest.mark.parametrize("engine", ["numpy", "placement"])
 def test_a_same_host_resize_never_gives_the_old_device_to_the_new_flavor(
         client, engine, tmp_path):
-    drv, model, cn, (d0, d1, d2) = _booted(client, engine, tmp_path, 1)
-    move = _resize_with_devices(drv, model, 2)
-    assert move.dest == cn
-    assert client.get_consumer(SERVER).allocations == {
-        cn: NEW, d1: {PCI: 1}, d2: {PCI: 1}}
-    assert client.get_consumer(move.migration_uuid).allocations == {
-        cn: OLD, d0: {PCI: 1}}
-    sel = model.servers[SERVER]
-    assert sel.host == cn
+    _assert_new_beside_old(client, *_booted(client, engine, tmp_path, 1))
 
 
 @pytest.mark.parametrize("engine", ["numpy", "placement"])
@@ -157,13 +161,7 @@ def test_after_a_real_release_the_old_device_is_still_not_shared(
 
     monkeypatch.setattr(PlacementCandidateSource, "_on_source",
                         beyond_the_engine)
-    drv, model, cn, (d0, d1, d2) = _booted(client, "placement", tmp_path, 1)
-    move = _resize_with_devices(drv, model, 2)
-    assert move.dest == cn
-    assert client.get_consumer(SERVER).allocations == {
-        cn: NEW, d1: {PCI: 1}, d2: {PCI: 1}}
-    assert client.get_consumer(move.migration_uuid).allocations == {
-        cn: OLD, d0: {PCI: 1}}
+    _assert_new_beside_old(client, *_booted(client, "placement", tmp_path, 1))
     assert not list((tmp_path / "journal").iterdir())
 
 
