@@ -34,8 +34,9 @@ OPTION = "placement_database_connection"
 #: One allocation row as the change probe sees it: (id, provider id,
 #: resource class id, used, hash of the first four).
 AllocationRow = tuple[int, int, int, int, int]
-#: The tail's checksum: (rows, sum of their hashes).
-TailSums = tuple[int, int]
+#: The tail's checksum: bucket (its first allocation id) -> (rows, sum of
+#: their hashes); buckets without rows are left out.
+TailSums = dict[int, tuple[int, int]]
 
 
 class SqlSnapshot:
@@ -139,6 +140,17 @@ class SqlSnapshot:
         range scan on the primary key: O(rows returned)."""
         return self._fast(q.ALLOCATIONS_AFTER, low=low)
 
+    def allocations_in(self, low: int, high: int, buckets: Iterable[int],
+                       bucket: int) -> list[AllocationRow]:
+        """The allocation rows with ``low < id <= high`` in the checksum
+        ``buckets`` (ids rounded down to a multiple of ``bucket``),
+        ascending by id: O(high - low) rows scanned by the server."""
+        wanted = sorted(set(buckets))
+        if not wanted:
+            return []
+        return self._fast(q.ALLOCATIONS_IN, low=low, high=high, buckets=wanted,
+                          bucket=bucket)
+
     def provider_ids(self, uuids: Iterable[str]) -> list[int]:
         """Database ids of the providers ``uuids`` (unknown ones left out)."""
         wanted = sorted(set(uuids))
@@ -205,18 +217,19 @@ class SqlSnapshot:
                 held[self._name("classes", rc)] = int(used)
         return out
 
-    def poll_after(self, high: int, low: int) -> tuple[
+    def poll_after(self, high: int, low: int, bucket: int) -> tuple[
             list[AllocationRow], TailSums, dict[int, dict[str, int]]]:
         """One statement: the allocation rows with ``id > high`` (ascending),
-        the checksum of those in ``(low, high]`` and the usage (provider
-        id -> class -> used) of the providers the former name.
+        the checksum of those in ``(low, high]`` per bucket of ``bucket``
+        ids and the usage (provider id -> class -> used) of the providers
+        the former name.
         O(rows above ``high``, their providers' rows, ``high - low``)."""
         fresh: list[AllocationRow] = []
-        sums: TailSums = (0, 0)
+        sums: TailSums = {}
         usage: dict[int, dict[str, int]] = {}
         classes = self._names["classes"]
         sql = q.POLL_PG if self._engine.dialect.name == "postgresql" else q.POLL
-        for kind, a, b, c, d, e in self._fast(sql, high=high, low=low):
+        for kind, a, b, c, d, e in self._fast(sql, high=high, low=low, bucket=bucket):
             if kind == 3:
                 rc = classes.get(b)
                 if rc is None:
@@ -228,7 +241,7 @@ class SqlSnapshot:
             elif kind == 5:
                 fresh.append((a, b, c, d, e))
             else:
-                sums = (int(a), int(b))
+                sums[int(a)] = (int(b), int(c))
         fresh.sort()
         return fresh, sums, usage
 

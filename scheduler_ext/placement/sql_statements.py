@@ -38,9 +38,18 @@ JOIN placement_aggregates pa ON pa.id = rpa.aggregate_id
 HASH = ("(CAST(id AS BIGINT) * 2147483629 + CAST(resource_provider_id AS BIGINT) * 40503"
          " + CAST(resource_class_id AS BIGINT) * 9973 + CAST(used AS BIGINT) * 65599)"
          " % 4294967291")
+#: An allocation id's checksum bucket: the id rounded down to a multiple
+#: of ``{bucket}`` (``%`` is the integer remainder on every database).
+BUCKET_OF = "(id - id % {bucket})"
 ALLOCATIONS_AFTER = f"""
 SELECT id, resource_provider_id, resource_class_id, used, {HASH}
 FROM allocations WHERE id > {{low}} ORDER BY id
+"""
+#: The allocation rows of some checksum buckets, ids in ``(low, high]``.
+ALLOCATIONS_IN = f"""
+SELECT id, resource_provider_id, resource_class_id, used, {HASH}
+FROM allocations WHERE id > {{low}} AND id <= {{high}} AND {BUCKET_OF} IN ({{buckets}})
+ORDER BY id
 """
 MAX_ALLOCATION_ID = "SELECT MAX(id) FROM allocations"
 IDS_OF = "SELECT id FROM resource_providers WHERE uuid IN :uuids"
@@ -75,15 +84,17 @@ GROUP BY resource_provider_id, resource_class_id
 """
 #: The request path's poll in one statement (one snapshot, one round
 #: trip), rows (kind, a..e): kind 5, the allocation rows above ``high``
-#: (id, provider, class, used, hash); kind 6, the tail's checksum (rows in
-#: ``(low, high]``, sum of their hashes); kind 3, the usage of the
-#: providers the new rows name (provider, class, used).
+#: (id, provider, class, used, hash); kind 6, the tail's checksum per
+#: bucket (bucket, rows in ``(low, high]`` in it, sum of their hashes; a
+#: bucket without rows gives none); kind 3, the usage of the providers the
+#: new rows name (provider, class, used).
 POLL = f"""
 SELECT 5, id, resource_provider_id, resource_class_id, used, {HASH}
 FROM allocations WHERE id > {{high}}
 UNION ALL
-SELECT 6, COUNT(*), CAST(COALESCE(SUM({HASH}), 0) AS BIGINT), 0, 0, 0
+SELECT 6, {BUCKET_OF}, COUNT(*), CAST(SUM({HASH}) AS BIGINT), 0, 0
 FROM allocations WHERE id > {{low}} AND id <= {{high}}
+GROUP BY {BUCKET_OF}
 UNION ALL
 SELECT 3, resource_provider_id, resource_class_id, SUM(used), 0, 0
 FROM allocations WHERE resource_provider_id IN

@@ -20,13 +20,17 @@ MySQL a transaction holding a lower id may commit after one holding a
 higher id, and on sqlite (no AUTOINCREMENT on that table) deleting the
 newest rows lets the next insert reuse their ids. So the probe checks a
 tail of the last ``tail_rows`` ids it saw against what it saw there
-before: the database sums a hash of those rows (nothing sent back); only
-when the sum (or the row count) differs does it re-read the tail and
-compare it row by row, where a row that appeared late, was replaced or
-vanished marks its provider changed (a vanished row is a decrease seen
-early). A write hidden deeper than the tail is caught by the next
-``reread`` or, at the latest, by the failed claim it causes (the driver
-then re-reads the provider).
+before: the database sums a hash of those rows per bucket of ``bucket``
+consecutive ids (a few numbers sent back, not the rows); only the
+buckets whose sum (or row count) differs are re-read and compared row by
+row, where a row that appeared late, was replaced or vanished marks its
+provider changed (a vanished row is a decrease seen early). Recent rows
+vanish all the time (a deleted server, a confirmed resize, every move's
+claim rewriting the instance's rows), so the buckets keep that compare
+to the few dozen rows around each change rather than the whole tail. A
+write hidden deeper than the tail is caught by the next ``reread`` or,
+at the latest, by the failed claim it causes (the driver then re-reads
+the provider).
 
 What changed is read by value, in the same statement as the probe: the
 usage of the providers the new rows name (every allocation row of theirs,
@@ -55,6 +59,8 @@ from scheduler_ext.sources.changes import Changes, live_uuids
 #: Allocation ids re-read behind the newest one seen (see module docstring):
 #: covers commits up to this many rows late and sqlite id reuse this deep.
 TAIL_ROWS = 512
+#: Allocation ids per checksum bucket of the tail (see module docstring).
+BUCKET = 32
 #: Providers per IN (...) list (sqlite allows 999 variables in old builds).
 CHUNK = 500
 
@@ -64,36 +70,50 @@ class SqlChanges:
 
     name = "sql"
 
-    def __init__(self, sql: SqlSnapshot, tail_rows: int = TAIL_ROWS):
+    def __init__(self, sql: SqlSnapshot, tail_rows: int = TAIL_ROWS,
+                 bucket: int = BUCKET):
         self.sql = sql
         self.tail_rows = tail_rows
+        self.bucket = bucket
         self.high = 0  # largest allocation id seen
         #: allocation id -> (provider id, class id, used, hash), ids >
         #: high - tail, ascending
         self.tail: dict[int, tuple[int, int, int, int]] = {}
-        self.tail_sums: TailSums = (0, 0)  # see ``SqlSnapshot.poll_after``
+        #: the tail's checksum per bucket, as ``SqlSnapshot.poll_after``
+        #: gives it for the same rows
+        self.tail_sums: TailSums = {}
         self.uuid_of: dict[int, str] = {}  # provider database id -> uuid
         self.rows_read = 0  # allocation rows the probe read (statistics)
 
     # ------------------------------------------------------------- probe
-    def _probe(self) -> set[int]:
-        """Database ids of the providers whose allocation rows changed
-        since the last probe."""
-        low = max(0, self.high - self.tail_rows)
-        rows = self.sql.allocations_after(low)
+    def _probe(self, buckets: list[int], low: int) -> set[int]:
+        """Database ids of the providers whose allocation rows in the tail
+        buckets ``buckets`` (ids in ``(low, high]``) changed since they
+        were last read; those buckets of the tail take the rows read."""
+        rows = self.sql.allocations_in(low, self.high, buckets, self.bucket)
         self.rows_read += len(rows)
-        touched = set()
-        tail = self.tail
+        tail, size = self.tail, self.bucket
+        wanted = set(buckets)
         now = {r[0]: r[1:] for r in rows}
+        touched = set()
         for i, row in now.items():
             before = tail.get(i)
             if before != row:
                 touched.add(row[0])
                 if before is not None:
                     touched.add(before[0])
-        if len(now) < len(tail) or any(i not in now for i in tail):
-            touched.update(b[0] for i, b in tail.items() if i > low and i not in now)
-        self._keep_tail(rows)
+        gone = [i for i in tail if i - i % size in wanted and i not in now]
+        touched.update(tail.pop(i)[0] for i in gone)
+        late = any(i not in tail for i in now)
+        tail.update(now)
+        if late:    # keep the tail ascending (``_slide`` relies on it)
+            self.tail = dict(sorted(tail.items()))
+        sums = self.tail_sums
+        for b in wanted:
+            sums.pop(b, None)
+        for i, row in now.items():
+            n, h = sums.get(i - i % size, (0, 0))
+            sums[i - i % size] = (n + 1, h + row[3])
         return touched
 
     def _keep_tail(self, rows: list[AllocationRow]) -> None:
@@ -104,16 +124,23 @@ class SqlChanges:
         self._sum_tail()
 
     def _sum_tail(self) -> None:
-        values = self.tail.values()
-        self.tail_sums = (len(values), sum(v[3] for v in values))
+        sums: dict[int, list[int]] = {}
+        size = self.bucket
+        for i, row in self.tail.items():
+            got = sums.setdefault(i - i % size, [0, 0])
+            got[0] += 1
+            got[1] += row[3]
+        self.tail_sums = {b: (n, h) for b, (n, h) in sums.items()}
 
     def _slide(self, fresh: list[AllocationRow]) -> None:
         """Take rows above ``high`` (ascending) into the tail, dropping
         those that fall below it."""
-        tail, total = self.tail, self.tail_sums[1]
+        tail, sums, size = self.tail, self.tail_sums, self.bucket
         for r in fresh:
             tail[r[0]] = r[1:]
-            total += r[4]
+            b = r[0] - r[0] % size
+            n, h = sums.get(b, (0, 0))
+            sums[b] = (n + 1, h + r[4])
         self.high = max(self.high, fresh[-1][0])
         low = self.high - self.tail_rows
         drop = []
@@ -122,8 +149,13 @@ class SqlChanges:
                 break
             drop.append(i)
         for i in drop:
-            total -= tail.pop(i)[3]
-        self.tail_sums = (len(tail), total)
+            b = i - i % size
+            n, h = sums[b]
+            if n == 1:
+                del sums[b]
+            else:
+                sums[b] = (n - 1, h - tail[i][3])
+            del tail[i]
 
     def _records(self, ids: Iterable[int]) -> Changes:
         """Fresh records of the providers ``ids``; those gone are removed."""
@@ -149,23 +181,30 @@ class SqlChanges:
 
     def poll(self, index: CapacityIndex) -> Changes:
         """One statement when the tail's checksum is unchanged: the rows
-        above ``high`` and the usage of their providers. Else the full
-        compare of the tail (``_probe``), then the usage of the providers it
-        marks, in one more statement. Indexed providers take that usage only
-        (their set-up waits for the re-read); others are read whole."""
-        fresh, sums, usage = self.sql.poll_after(
-            self.high, max(0, self.high - self.tail_rows))
+        above ``high`` and the usage of their providers. Else also the rows
+        of the tail's buckets whose checksum differs (``_probe``), then the
+        usage of the providers their compare marks, in two more statements.
+        Indexed providers take that usage only (their set-up waits for the
+        re-read); others are read whole."""
+        low = max(0, self.high - self.tail_rows)
+        fresh, sums, usage = self.sql.poll_after(self.high, low, self.bucket)
+        touched: set[int] = set()
         if sums != self.tail_sums:
-            touched = sorted(self._probe())
-            usage = {}
-            for k in range(0, len(touched), CHUNK):
-                usage.update(self.sql.usage_of(touched[k:k + CHUNK]))
-            return self._take(touched, usage, index)
+            mine = self.tail_sums
+            touched = self._probe(sorted(b for b in sums.keys() | mine.keys()
+                                         if sums.get(b) != mine.get(b)), low)
+            ordered = sorted(touched)
+            for i in ordered:   # read again below, after the compare
+                usage.pop(i, None)
+            for k in range(0, len(ordered), CHUNK):
+                usage.update(self.sql.usage_of(ordered[k:k + CHUNK]))
         self.rows_read += len(fresh)
-        if not fresh:
+        if fresh:
+            self._slide(fresh)
+        ids = touched | {r[1] for r in fresh}
+        if not ids:
             return Changes()
-        self._slide(fresh)
-        return self._take(list({r[1] for r in fresh}), usage, index)
+        return self._take(sorted(ids), usage, index)
 
     def _take(self, ids: list[int], usage: dict[int, dict[str, int]],
               index: CapacityIndex) -> Changes:

@@ -5,6 +5,7 @@ re-read brings decreases and provider changes."""
 import uuid
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from scheduler_ext.engine import bulk
 from scheduler_ext.engine.index import CapacityIndex
@@ -174,7 +175,7 @@ def test_poll_reads_no_tail_row_while_its_checksum_holds(db):
     source.poll(index)
     assert source.rows_read - before == 1            # the new row only
     assert source.tail_sums == SqlSnapshot(tables.url).poll_after(
-        source.high, source.high - 8)[1]
+        source.high, source.high - 8, source.bucket)[1]
 
 
 def test_a_vanished_tail_row_brings_its_provider_usage_not_its_record(db):
@@ -205,3 +206,72 @@ def test_a_vanished_tail_row_of_a_deleted_provider_removes_it(db):
     assert changes.removed == [hosts[13]] and hosts[13] not in changes.usage
     _apply(index, changes)
     assert hosts[13] not in live_uuids(index)
+
+
+def test_a_vanished_tail_row_re_reads_its_bucket_only(db):
+    """The tail's checksum is kept per bucket of ids: a recent consumer
+    deleted costs the rows of its bucket, not the whole tail."""
+    tables, hosts = db
+    source, index = _view(tables)
+    source.bucket = 4
+    source._sum_tail()
+    before = source.rows_read
+    tables.delete(consumer(12))
+    changes = source.poll(index)
+    assert changes.usage == {hosts[12]: {}}
+    assert source.rows_read - before == 3        # its bucket's other rows
+    assert source.tail_sums == source.sql.poll_after(source.high, 0, 4)[1]
+
+
+# Operations on placement's tables for the property below: a new consumer
+# on a host, a consumer deleted, or a consumer written at an id freed
+# inside the tail (a late commit, sqlite's id reuse).
+_op = st.one_of(
+    st.tuples(st.just("put"), st.integers(0, 19), st.integers(1, 4)),
+    st.tuples(st.just("delete"), st.integers(0, 10 ** 6)),
+    st.tuples(st.just("late"), st.integers(0, 19), st.integers(1, 4),
+              st.integers(0, 10 ** 6)))
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.lists(_op, min_size=1, max_size=4), min_size=1, max_size=8))
+def test_bucketed_tail_sees_what_the_whole_tail_compare_sees(tmp_path_factory, steps):
+    """Per provider and class, after every poll: the view with a bucketed
+    tail checksum equals the one whose single bucket covers the whole
+    tail (the compare of every tail row), and neither counts less than
+    placement holds (no write went below the tail)."""
+    tables = PlacementTables(str(tmp_path_factory.mktemp("p") / "placement.sqlite"))
+    hosts = [tables.add_provider(i + 1) for i in range(20)]
+    live, n = [], 0
+    for i, h in enumerate(hosts):
+        tables.put(consumer(i), {h: {"VCPU": 1}})
+        live.append(consumer(i))
+    views = [_view(tables, tail_rows=16), _view(tables, tail_rows=16)]
+    views[0][0].bucket = 4
+    views[1][0].bucket = 1024
+    for source, _ in views:
+        source._sum_tail()
+    for batch in steps:
+        for op in batch:
+            n += 1
+            if op[0] == "put":
+                tables.put(consumer(1000 + n), {hosts[op[1]]: {"VCPU": op[2]}})
+                live.append(consumer(1000 + n))
+            elif op[0] == "delete" and live:
+                tables.delete(live.pop(op[1] % len(live)))
+            elif op[0] == "late":
+                source = views[0][0]
+                used = set(source.sql.allocations_after(source.high - 16))
+                free = [i for i in range(source.high - 15, source.high + 1)
+                        if i not in {r[0] for r in used}]
+                if free:
+                    tables.put(consumer(1000 + n), {hosts[op[1]]: {"VCPU": op[2]}},
+                               alloc_id=free[op[3] % len(free)])
+                    live.append(consumer(1000 + n))
+        for source, index in views:
+            _apply(index, source.poll(index))
+        for h in hosts:
+            got = [views[0][1].usage(h), views[1][1].usage(h)]
+            assert got[0] == got[1], h
+            assert got[0].get("VCPU", 0) >= tables.usage(h).get("VCPU", 0), h
