@@ -91,21 +91,18 @@ class NovaRanking:
         ``allocation_candidates``. Each state is touched once: at 1,000
         hosts every pass over nova's objects costs about a millisecond."""
         states = self.states
-        missing = [r for r in groups if r not in states]
-        if missing:
-            for state in self.host_manager.get_host_states_by_uuids(
-                    self.context, missing, self.spec_obj):
-                states[state.uuid] = state
-                state.allocation_candidates = groups[state.uuid]
-        fresh = set(missing)
-        hosts = []
-        for root, group in groups.items():
-            host = states.get(root)
-            if host is not None:
-                hosts.append(host)
-                if root not in fresh:   # read for an earlier instance
-                    host.allocation_candidates = group
-        return hosts
+        missing = [r for r in groups if r not in states] if states else list(groups)
+        for state in self.host_manager.get_host_states_by_uuids(
+                self.context, missing, self.spec_obj) if missing else ():
+            uuid = state.uuid
+            states[uuid] = state
+            state.allocation_candidates = groups[uuid]
+        if len(missing) < len(groups):   # some were read for an earlier instance
+            fresh = set(missing)
+            for root, group in groups.items():
+                if root not in fresh and root in states:
+                    states[root].allocation_candidates = group
+        return [states[r] for r in groups if r in states]
 
     def rank(self, cands: Sequence[Candidate]) -> list[float | None]:
         """Per candidate: its weight in nova's order (higher is better), or
@@ -123,11 +120,13 @@ class NovaRanking:
                 group.append(lazy)
         order = self._nova_order(self.host_states(groups))
         out: list[float | None] = [None] * len(cands)
-        for pos, host in enumerate(order):
+        weight = float(len(order))
+        for host in order:
             for ar in host.allocation_candidates:
                 # a filter keeps a subset of ours; anything else is not ours
-                if isinstance(ar, LazyAllocationRequest):
-                    out[ar.index] = float(len(order) - pos)
+                if type(ar) is LazyAllocationRequest:
+                    out[ar.index] = weight
+            weight -= 1.0
         return out
 
     def _nova_order(self, hosts: list) -> list:
