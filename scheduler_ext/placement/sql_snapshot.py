@@ -39,6 +39,17 @@ AllocationRow = tuple[int, int, int, int, int]
 TailSums = dict[int, tuple[int, int]]
 
 
+#: DB-API paramstyle -> (placeholder of ``_fast``'s one bound parameter,
+#: the parameters for its value)
+_PLACEHOLDER: dict[str, tuple[str, Any]] = {
+    "qmark": ("?", lambda v: (v,)),
+    "format": ("%s", lambda v: (v,)),
+    "numeric": (":1", lambda v: (v,)),
+    "named": (":bound", lambda v: {"bound": v}),
+    "pyformat": ("%(bound)s", lambda v: {"bound": v}),
+}
+
+
 class SqlSnapshot:
     """Snapshots of placement's database at ``url`` (an SQLAlchemy URL,
     e.g. placement's own ``[placement_database]connection``)."""
@@ -78,7 +89,7 @@ class SqlSnapshot:
         fails (the service's start; also a schema without consumer types)."""
         try:
             self._rows(q.MAX_ALLOCATION_ID)
-            self._rows(q.CONSUMER, "", {"uuid": "00000000-0000-0000-0000-000000000000"})
+            self.consumer("00000000-0000-0000-0000-000000000000")
         except errors.PlacementUnavailable as exc:
             raise errors.ConfigError(
                 f"[scheduler_ext] {OPTION}: cannot read placement's database "
@@ -105,20 +116,30 @@ class SqlSnapshot:
             self._statements[sql] = stmt
         return stmt
 
-    def _fast(self, sql: str, **numbers: Any) -> list[tuple]:
+    def _fast(self, sql: str, bound: str | None = None, **numbers: Any) -> list[tuple]:
         """Rows of ``sql`` with ``{name}`` replaced by integers (or comma
         lists of integers), through the driver's own cursor: the request
         path's queries skip SQLAlchemy's parameter and row handling, which
-        costs more than the queries themselves. Only ints are inlined."""
-        text = sql.format(**{k: ",".join(str(int(i)) for i in v)
-                             if isinstance(v, (list, tuple)) else str(int(v))
-                             for k, v in numbers.items()})
+        costs more than the queries themselves. Only ints are inlined; a
+        string goes as the one bound parameter ``bound`` (``{bound}`` in
+        ``sql`` becomes the driver's placeholder)."""
+        fields = {k: ",".join(str(int(i)) for i in v)
+                  if isinstance(v, (list, tuple)) else str(int(v))
+                  for k, v in numbers.items()}
+        params: Any = None
+        if bound is not None:
+            fields["bound"], params = _PLACEHOLDER[self._engine.dialect.paramstyle]
+            params = params(bound)
+        text = sql.format(**fields)
         dbapi_error = self._engine.dialect.loaded_dbapi.Error
         try:
             conn = self._engine.raw_connection()
             try:
                 cur = conn.cursor()
-                cur.execute(text)
+                if params is None:   # no formatting: ``%`` stays as written
+                    cur.execute(text)
+                else:
+                    cur.execute(text, params)
                 rows = list(cur.fetchall())
                 cur.close()
                 conn.rollback()   # end the read's transaction
@@ -165,7 +186,7 @@ class SqlSnapshot:
         and type, as GET /allocations/{consumer} shows it (microversion
         1.38+; empty when it holds nothing): one indexed statement."""
         consumer_uuid = validation.uuid(consumer_uuid, "consumer_uuid")
-        rows = self._rows(q.CONSUMER, "", {"uuid": consumer_uuid})
+        rows = self._fast(q.CONSUMER, bound=consumer_uuid)
         if not rows:
             return ConsumerAllocations({})
         held: dict[str, dict[str, int]] = collections.defaultdict(dict)

@@ -114,7 +114,8 @@ SELECT rp.id, a.resource_class_id, SUM(a.used)
 FROM resource_providers rp LEFT JOIN allocations a ON a.resource_provider_id = rp.id
 WHERE rp.id IN ({ids}) GROUP BY rp.id, a.resource_class_id"""
 #: One consumer's allocation rows with its consumer, project and user (what
-#: GET /allocations/{consumer} shows); ``consumer_id`` is indexed.
+#: GET /allocations/{consumer} shows); ``consumer_id`` is indexed. The
+#: consumer's uuid is the statement's one bound parameter (``{bound}``).
 CONSUMER = """
 SELECT rp.uuid, a.resource_class_id, a.used, c.generation, p.external_id,
        u.external_id, c.consumer_type_id
@@ -123,7 +124,7 @@ JOIN resource_providers rp ON rp.id = a.resource_provider_id
 JOIN consumers c ON c.uuid = a.consumer_id
 JOIN projects p ON p.id = c.project_id
 JOIN users u ON u.id = c.user_id
-WHERE a.consumer_id = :uuid"""
+WHERE a.consumer_id = {bound}"""
 #: placement's name for a consumer without a type (microversion 1.38)
 UNKNOWN_CONSUMER_TYPE = "unknown"
 
