@@ -113,6 +113,15 @@ class PlacementUnavailable(PlacementError):
     status = 503
 
 
+class PlacementDatabaseError(PlacementUnavailable):
+    """Placement's database could not be read (the sql change source): our
+    own read, not an answer of placement's API, so it is shown as its
+    detail alone, without an HTTP status or error code."""
+
+    def __str__(self) -> str:
+        return self.detail
+
+
 class ConfigError(SchedulerExtError):
     """A configuration option names something that cannot be used (an
     unknown plugin, a missing companion option). ``option`` names it."""

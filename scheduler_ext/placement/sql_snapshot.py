@@ -101,7 +101,7 @@ class SqlSnapshot:
             with self._engine.connect() as conn:
                 return conn.execute(self._statement(sql + where), params or {}).all()
         except self._sa.exc.SQLAlchemyError as exc:
-            raise errors.PlacementUnavailable(
+            raise errors.PlacementDatabaseError(
                 f"placement database read failed: {exc.__class__.__name__}: "
                 f"{str(exc).splitlines()[0]}") from exc
 
@@ -130,7 +130,7 @@ class SqlSnapshot:
         if bound is not None:
             fields["bound"], params = _PLACEHOLDER[self._engine.dialect.paramstyle]
             params = params(bound)
-        text = sql.format(**fields)
+        text = q.for_dialect(sql.format(**fields), self._engine.dialect.name)
         dbapi_error = self._engine.dialect.loaded_dbapi.Error
         try:
             conn = self._engine.raw_connection()
@@ -146,7 +146,7 @@ class SqlSnapshot:
             finally:
                 conn.close()      # back to the pool
         except (self._sa.exc.SQLAlchemyError, dbapi_error) as exc:
-            raise errors.PlacementUnavailable(
+            raise errors.PlacementDatabaseError(
                 f"placement database read failed: {exc.__class__.__name__}: "
                 f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
         return rows

@@ -133,3 +133,12 @@ NAMES = {"classes": "SELECT id, name FROM resource_classes",
          "traits": "SELECT id, name FROM traits",
          "aggregates": "SELECT id, uuid FROM placement_aggregates",
          "consumer_types": "SELECT id, name FROM consumer_types"}
+
+
+def for_dialect(sql: str, dialect: str) -> str:
+    """``sql`` as the database ``dialect`` (SQLAlchemy's name for it) takes
+    it: MySQL and MariaDB cast to a 64-bit integer with ``SIGNED``, BIGINT
+    being no CAST type there (sqlite and PostgreSQL take BIGINT)."""
+    if dialect in ("mysql", "mariadb"):
+        return sql.replace(" AS BIGINT)", " AS SIGNED)")
+    return sql

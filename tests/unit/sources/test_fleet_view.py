@@ -230,6 +230,9 @@ def test_unreachable_database_at_start_names_the_option_and_the_host():
     assert "placement_database_connection" in str(err.value)
     assert "127.0.0.1:1" in str(err.value)
     assert "placement@" not in str(err.value)
+    # our own database read, never dressed as an answer of placement's API
+    assert "placement.undefined_code" not in str(err.value)
+    assert "503" not in str(err.value)
 
 
 def test_database_lost_later_falls_back_to_the_api_with_a_warning(tmp_path, caplog):
@@ -249,6 +252,7 @@ def test_database_lost_later_falls_back_to_the_api_with_a_warning(tmp_path, capl
     assert view.index.usage(hosts[1])["VCPU"] == 2
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("falling back to placement's API" in m for m in warned)
+    assert not any("placement.undefined_code" in m for m in warned)
 
 
 def test_consumer_read_falls_back_to_the_api_when_the_database_is_lost(tmp_path, caplog):

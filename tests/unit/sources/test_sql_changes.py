@@ -275,3 +275,28 @@ def test_bucketed_tail_sees_what_the_whole_tail_compare_sees(tmp_path_factory, s
             got = [views[0][1].usage(h), views[1][1].usage(h)]
             assert got[0] == got[1], h
             assert got[0].get("VCPU", 0) >= tables.usage(h).get("VCPU", 0), h
+
+
+def test_mysql_text_of_the_poll_reads_what_the_default_text_reads(db, monkeypatch):
+    """MySQL and MariaDB have no ``CAST(... AS BIGINT)``: their text casts
+    AS SIGNED. sqlite takes both, so both texts run here and must read the
+    same rows and checksums."""
+    from scheduler_ext.placement import sql_statements
+    tables, hosts = db
+    sql = SqlSnapshot(tables.url)
+    tables.delete(consumer(3))
+    tables.put(consumer(400), {hosts[2]: {"VCPU": 2}})
+
+    def reads():
+        return (sql.poll_after(5, 0, 4), sql.allocations_after(0),
+                sql.allocations_in(0, 30, [0, 4, 8], 4), sql.usage_of([1, 2]),
+                sql.consumer(consumer(400)))
+
+    default = reads()
+    texts = []
+    as_sqlite = sql_statements.for_dialect
+    monkeypatch.setattr(sql_statements, "for_dialect", lambda text, _: texts.append(
+        as_sqlite(text, "mysql")) or texts[-1])
+    assert reads() == default
+    assert any("AS SIGNED)" in t for t in texts)
+    assert not any("BIGINT" in t for t in texts)
