@@ -30,7 +30,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from placement_race import LocalMariaDB  # noqa: E402
 
 from scheduler_ext.cmd import common  # noqa: E402
-from scheduler_ext.engine import bulk  # noqa: E402
 from scheduler_ext.engine.index import CapacityIndex  # noqa: E402
 from scheduler_ext.lab.placement_db import load_placement_db  # noqa: E402
 from scheduler_ext.lab.placement_server import LocalPlacement  # noqa: E402
@@ -38,20 +37,7 @@ from scheduler_ext.lab.synthetic import bench_fleet  # noqa: E402
 from scheduler_ext.placement import AllocationWrite  # noqa: E402
 from scheduler_ext.placement.http import HttpPlacement  # noqa: E402
 from scheduler_ext.placement.sql_snapshot import SqlSnapshot  # noqa: E402
-from scheduler_ext.sources.changes import Changes  # noqa: E402
 from scheduler_ext.sources.sql_changes import SqlChanges  # noqa: E402
-
-
-def apply(index: CapacityIndex, changes: Changes) -> None:
-    """``changes`` into ``index``, as ``FleetView`` takes them."""
-    with index.lock:
-        bulk.set_usages(index, changes.usage)
-    for record in changes.records:
-        index.refresh_provider(record)
-    for u in changes.removed:
-        index.remove_provider(u)
-    if changes.usages is not None:
-        index.replace_usages(changes.usages)
 
 
 def differences(index: CapacityIndex, client: HttpPlacement, uuids) -> list[str]:
@@ -92,9 +78,9 @@ def run(args) -> int:
                         "check", "check", None))
                     mine.append((consumer, host))
                 written.append(host)
-            apply(index, source.poll(index))
+            source.poll(index).apply_to(index)
             wrong += differences(index, client, written)
-        apply(index, source.reread(index))
+        source.reread(index).apply_to(index)
         wrong += differences(index, client, hosts)
         print(f"MariaDB: {args.rounds} rounds of {args.writes} writes, "
               f"{source.rows_read} allocation rows read by the polls, "

@@ -29,6 +29,7 @@ import dataclasses
 from typing import Iterable, Protocol
 
 from scheduler_ext import errors
+from scheduler_ext.engine import bulk
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.placement import PlacementClient
 from scheduler_ext.placement.client import ChangeFeed, read_listed_providers
@@ -71,6 +72,19 @@ class Changes:
         """Every provider these changes write (records, usage, removals)."""
         return ({r.provider.uuid for r in self.records} | set(self.removed)
                 | set(self.usage))
+
+    def apply_to(self, index: CapacityIndex) -> None:
+        """Write these changes into ``index`` (usage under its lock, then
+        records, removals and, from a re-read, the full usage table)."""
+        if self.usage:
+            with index.lock:
+                bulk.set_usages(index, self.usage)
+        for record in self.records:
+            index.refresh_provider(record)
+        for u in self.removed:
+            index.remove_provider(u)
+        if self.usages is not None:
+            index.replace_usages(self.usages)
 
 
 class ChangeSource(Protocol):

@@ -224,13 +224,7 @@ class FleetView:
         return True
 
     def _apply(self, changes: Changes) -> None:
-        if changes.usage:
-            with self.index.lock:
-                bulk.set_usages(self.index, changes.usage)
-        for record in changes.records:
-            self.index.refresh_provider(record)
-        for u in changes.removed:
-            self.index.remove_provider(u)
+        changes.apply_to(self.index)
         if self._touched is not None:
             self._touched |= changes.providers
 

@@ -7,7 +7,6 @@ import uuid
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from scheduler_ext.engine import bulk
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.placement.sql_snapshot import SqlSnapshot
 from scheduler_ext.sources.changes import live_uuids
@@ -34,13 +33,7 @@ def _view(tables, tail_rows=512):
 
 
 def _apply(index, changes):
-    bulk.set_usages(index, changes.usage)
-    for r in changes.records:
-        index.refresh_provider(r)
-    for u in changes.removed:
-        index.remove_provider(u)
-    if changes.usages is not None:
-        index.replace_usages(changes.usages)
+    changes.apply_to(index)
 
 
 def test_poll_reads_only_rows_written_since_the_last_poll(db):
