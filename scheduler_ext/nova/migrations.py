@@ -18,8 +18,6 @@ from typing import NamedTuple
 
 import sqlalchemy as sa
 
-from nova import context as nova_context
-
 try:
     from nova.db.main import api as main_db
     from nova.db.main import models
@@ -53,29 +51,13 @@ def _statement() -> sa.Select:
 _STATEMENT = _statement()
 
 
-def pending_migration(context, cell, instance_uuid: str,
+def pending_migration(cell_context, instance_uuid: str,
                       types: tuple[str, ...]) -> PendingMigration | None:
     """The instance's newest ``pre-migrating``, not deleted Migration of
-    one of ``types`` in the cell ``cell`` (a CellMapping), or None.
-
-    Read through nova's database context for the cell. nova keeps one per
-    cell once a call of its ``target_cell`` has opened it
-    (``nova.context.CELL_CACHE``, which the scheduler's own host reads
-    fill); that one is used directly. ``target_cell`` itself re-builds the
-    whole RequestContext from a dict and takes a named lock on every call,
-    0.8 ms of CPU per move at 10,000 hosts, for a read that needs the
-    cell's engine only. A cell not opened yet goes through it."""
-    opened = nova_context.CELL_CACHE.get(cell.uuid)
-    if opened is None:
-        with nova_context.target_cell(context, cell) as cctxt:
-            return _read(main_db.get_context_manager(cctxt), cctxt,
-                         instance_uuid, types)
-    return _read(opened[0], context, instance_uuid, types)
-
-
-def _read(manager, context, instance_uuid: str,
-          types: tuple[str, ...]) -> PendingMigration | None:
-    with manager.reader.connection.using(context) as conn:
+    one of ``types`` in the cell ``cell_context`` targets
+    (``nova.context.target_cell``), or None."""
+    reader = main_db.get_context_manager(cell_context).reader
+    with reader.connection.using(cell_context) as conn:
         row = conn.execute(_STATEMENT, {"instance_uuid": instance_uuid,
                                         "types": list(types)}).first()
     return PendingMigration(*row) if row is not None else None

@@ -141,7 +141,8 @@ def find_move(context, instance_uuid: str, spec_obj,
         else instance_cell(context, instance_uuid)
     if cell is None:
         return None
-    migration = migrations.pending_migration(context, cell, instance_uuid, MOVE_TYPES)
+    with nova_context.target_cell(context, cell) as cctxt:
+        migration = migrations.pending_migration(cctxt, instance_uuid, MOVE_TYPES)
     if migration is None:
         return None
     held = read_consumer(migration.uuid)

@@ -82,10 +82,6 @@ class PendingMigrationRead(test.TestCase):
             m.save()
         return m
 
-    def _pending(self, instance):
-        return migrations.pending_migration(
-            self.ctx, self.cell_mappings["cell1"], instance, MOVE_TYPES)
-
     def _nova_rule(self, instance):
         found = [m for m in objects.MigrationList.get_by_filters(
             self.ctx, {"instance_uuid": instance, "status": "pre-migrating"})
@@ -94,18 +90,18 @@ class PendingMigrationRead(test.TestCase):
 
     def test_none_without_a_pending_move(self):
         instance = str(uuid.uuid4())
-        self.assertIsNone(self._pending(instance))
+        self.assertIsNone(migrations.pending_migration(self.ctx, instance, MOVE_TYPES))
         self._migration(instance, "pre-migrating", "live-migration")
         self._migration(instance, "migrating", "resize")
         self._migration(instance, "pre-migrating", "resize", deleted=True)
-        self.assertIsNone(self._pending(instance))
+        self.assertIsNone(migrations.pending_migration(self.ctx, instance, MOVE_TYPES))
 
     def test_newest_pending_move_of_the_instance(self):
         instance, other = str(uuid.uuid4()), str(uuid.uuid4())
         self._migration(instance, "pre-migrating", "resize")
         newest = self._migration(instance, "pre-migrating", "migration")
         self._migration(other, "pre-migrating", "resize")
-        got = self._pending(instance)
+        got = migrations.pending_migration(self.ctx, instance, MOVE_TYPES)
         self.assertEqual((newest.uuid, "src-migration", "node-pre-migrating"),
                          tuple(got))
 
@@ -117,24 +113,8 @@ class PendingMigrationRead(test.TestCase):
                             rng.choice(self.TYPES), deleted=rng.random() < 0.2)
         for instance in instances + [str(uuid.uuid4())]:
             expected = self._nova_rule(instance)
-            got = self._pending(instance)
+            got = migrations.pending_migration(self.ctx, instance, MOVE_TYPES)
             self.assertEqual(
                 None if expected is None else
                 (expected.uuid, expected.source_compute, expected.source_node),
                 None if got is None else tuple(got))
-
-    def test_read_through_nova_cell_cache_is_the_target_cell_read(self):
-        """A cell nova has not opened yet is read through its target_cell,
-        which opens it; from then on through nova's cache of the cell's
-        database context, without target_cell: the same record."""
-        instance = str(uuid.uuid4())
-        newest = self._migration(instance, "pre-migrating", "resize")
-        cell = self.cell_mappings["cell1"]
-        nova_context.CELL_CACHE.pop(cell.uuid, None)
-        first = self._pending(instance)
-        self.assertIn(cell.uuid, nova_context.CELL_CACHE)
-        with mock.patch.object(nova_context, "target_cell",
-                               side_effect=AssertionError("target_cell used")):
-            second = self._pending(instance)
-        self.assertEqual(newest.uuid, first.uuid)
-        self.assertEqual(first, second)
