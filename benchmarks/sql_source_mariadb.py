@@ -20,8 +20,10 @@ printed), 2 for a bad flag.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import random
+import shutil
 import sys
 import uuid as uuidlib
 
@@ -97,7 +99,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--writes", type=common.count(1), default=4,
                         help="allocation writes and deletes per round")
     parser.add_argument("--seed", type=common.count(0), default=0)
-    return run(parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    missing = [tool for tool in ("mariadb-install-db", "mariadbd")
+               if shutil.which(tool) is None]
+    if importlib.util.find_spec("pymysql") is None:
+        missing.append("PyMySQL (pip install pymysql)")
+    if missing:
+        parser.error(f"needs MariaDB's server and PyMySQL; missing: {', '.join(missing)}")
+    return run(args)
 
 
 if __name__ == "__main__":

@@ -53,3 +53,12 @@ def test_end_to_end_benchmark_refuses_a_bad_flag(argv, flag, reason, tmp_path):
 ])
 def test_refresh_benchmark_refuses_a_bad_flag(argv, flag, reason, tmp_path):
     _refused("fleet_view_refresh.py", argv, flag, reason, tmp_path)
+
+
+@pytest.mark.parametrize("argv, flag, reason", [
+    (["--rounds", "0"], "--rounds", "must be at least 1"),
+    (["--providers", "5"], "--providers", "must be at least 20"),
+    (["--writes", "many"], "--writes", "must be an integer"),
+])
+def test_mariadb_check_refuses_a_bad_flag(argv, flag, reason, tmp_path):
+    _refused("sql_source_mariadb.py", argv, flag, reason, tmp_path)
