@@ -108,12 +108,10 @@ class SqlChanges:
         tail.update(now)
         if late:    # keep the tail ascending (``_slide`` relies on it)
             self.tail = dict(sorted(tail.items()))
-        sums = self.tail_sums
         for b in wanted:
-            sums.pop(b, None)
+            self.tail_sums.pop(b, None)
         for i, row in now.items():
-            n, h = sums.get(i - i % size, (0, 0))
-            sums[i - i % size] = (n + 1, h + row[3])
+            self._tally(i, row[3], 1)
         return touched
 
     def _keep_tail(self, rows: list[AllocationRow]) -> None:
@@ -124,23 +122,28 @@ class SqlChanges:
         self._sum_tail()
 
     def _sum_tail(self) -> None:
-        sums: dict[int, list[int]] = {}
-        size = self.bucket
+        self.tail_sums = {}
         for i, row in self.tail.items():
-            got = sums.setdefault(i - i % size, [0, 0])
-            got[0] += 1
-            got[1] += row[3]
-        self.tail_sums = {b: (n, h) for b, (n, h) in sums.items()}
+            self._tally(i, row[3], 1)
+
+    def _tally(self, i: int, digest: int, sign: int) -> None:
+        """Count the tail row with id ``i`` and hash ``digest`` in (``sign``
+        1) or out of (-1) its bucket's checksum; an empty bucket is left
+        out, as the database leaves it out."""
+        b = i - i % self.bucket
+        n, h = self.tail_sums.get(b, (0, 0))
+        if n + sign:
+            self.tail_sums[b] = (n + sign, h + sign * digest)
+        else:
+            del self.tail_sums[b]
 
     def _slide(self, fresh: list[AllocationRow]) -> None:
         """Take rows above ``high`` (ascending) into the tail, dropping
         those that fall below it."""
-        tail, sums, size = self.tail, self.tail_sums, self.bucket
+        tail = self.tail
         for r in fresh:
             tail[r[0]] = r[1:]
-            b = r[0] - r[0] % size
-            n, h = sums.get(b, (0, 0))
-            sums[b] = (n + 1, h + r[4])
+            self._tally(r[0], r[4], 1)
         self.high = max(self.high, fresh[-1][0])
         low = self.high - self.tail_rows
         drop = []
@@ -149,13 +152,7 @@ class SqlChanges:
                 break
             drop.append(i)
         for i in drop:
-            b = i - i % size
-            n, h = sums[b]
-            if n == 1:
-                del sums[b]
-            else:
-                sums[b] = (n - 1, h - tail[i][3])
-            del tail[i]
+            self._tally(i, tail.pop(i)[3], -1)
 
     def _records(self, ids: Iterable[int]) -> Changes:
         """Fresh records of the providers ``ids``; those gone are removed."""
