@@ -4,7 +4,7 @@ driver.
 One call:
 
 1. nova's request filters run on a copy of the RequestSpec (so a request we
-   hand back to nova's own code is untouched);
+   hand back to nova's own code is untouched; ``working_copy``);
 2. nova's placement query for the spec becomes our query
    (``request.parse_query``);
 3. a resize or cold migration is recognised by its ``pre-migrating``
@@ -25,6 +25,7 @@ raise ``UseNova``; the caller then runs nova's own code unchanged.
 
 from __future__ import annotations
 
+import copy
 import functools
 import threading
 from typing import Any
@@ -51,6 +52,27 @@ from scheduler_ext.nova.workers import Workers
 from scheduler_ext.placement import PlacementClient
 
 LOG = logging.getLogger(__name__)
+
+
+#: RequestSpec fields a decision only reads (nova's request filters, its
+#: placement query, host filters and weighers, a host state's consumption,
+#: the notifications); the working copy shares them with the original
+SHARED_FIELDS = ("flavor", "image")
+
+
+def working_copy(spec_obj):
+    """The copy of ``spec_obj`` a decision changes (nova's request filters,
+    the instance's uuid, what each claim consumes), so that a request
+    handed back to nova's own code is untouched. It is ``obj_clone()``'s
+    deep copy except for ``SHARED_FIELDS``, which are the original's
+    objects: copying the flavor and the image took most of the clone's
+    0.7 to 0.9 ms a call in the end-to-end benchmark."""
+    memo: dict[int, Any] = {}
+    for name in SHARED_FIELDS:
+        value = getattr(spec_obj, name) if spec_obj.obj_attr_is_set(name) else None
+        if value is not None:
+            memo[id(value)] = value     # deepcopy hands these back as they are
+    return copy.deepcopy(spec_obj, memo)
 
 
 def public_reason(exc: Exception) -> str:
@@ -103,7 +125,7 @@ class NovaScheduler:
         if sched_utils.request_is_rebuild(spec_obj):
             raise UseNova("a rebuild checks the current host only")
         admin = context.elevated()
-        spec = spec_obj.obj_clone()
+        spec = working_copy(spec_obj)
         # after the clone (all CPU), so that the reads overlap the request
         # filters' waits on nova's databases rather than contend with it
         early = self._early_reads(admin, spec_obj, list(instance_uuids))

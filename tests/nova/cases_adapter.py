@@ -153,6 +153,89 @@ class ConsumeAfterClaim(unittest.TestCase):
         self.assertEqual([spec], calls)
 
 
+def _sent(obj):
+    """An object as sent over RPC, its changed fields in a fixed order."""
+    def plain(value):
+        if isinstance(value, dict):
+            return {k: sorted(v) if k == "nova_object.changes" else plain(v)
+                    for k, v in value.items()}
+        return [plain(v) for v in value] if isinstance(value, list) else value
+    return plain(obj.obj_to_primitive())
+
+
+class WorkingCopy(unittest.TestCase):
+    """A decision works on ``scheduler.working_copy`` of the RequestSpec:
+    obj_clone's copy sharing only the flavor and the image, so that a
+    request handed back to nova's own code is the one the conductor sent."""
+
+    def spec(self):
+        cell = objects.CellMapping(uuid=str(uuid.uuid4()), name="cell1")
+        return objects.RequestSpec(
+            flavor=objects.Flavor(vcpus=2, memory_mb=1024, root_gb=10,
+                                  ephemeral_gb=0, swap=0, flavorid="f1",
+                                  extra_specs={"trait:CUSTOM_FAST": "required"}),
+            image=objects.ImageMeta(disk_format="qcow2",
+                                    properties=objects.ImageMetaProps(
+                                        hw_disk_bus="virtio")),
+            is_bfv=False, project_id="p", user_id="u", num_instances=1,
+            availability_zone="az1", ignore_hosts=["h0"],
+            scheduler_hints={"group": ["g1"]},
+            requested_destination=objects.Destination(cell=cell),
+            instance_group=objects.InstanceGroup(
+                uuid=str(uuid.uuid4()), policy="anti-affinity", hosts=["h9"],
+                members=[str(uuid.uuid4())]),
+            requested_resources=[objects.RequestGroup(
+                requester_id="port-1", provider_uuids=[],
+                resources={"NET_BW_EGR_KILOBIT_PER_SEC": 1000})],
+            request_level_params=objects.RequestLevelParams(),
+            pci_requests=objects.InstancePCIRequests(requests=[]),
+            numa_topology=None)
+
+    def test_as_nova_clones_it_sharing_only_what_a_decision_reads(self):
+        from scheduler_ext.nova.scheduler import SHARED_FIELDS, working_copy
+        spec = self.spec()
+        work = working_copy(spec)
+        self.assertEqual(_sent(spec.obj_clone()), _sent(work))
+        for name in spec.fields:
+            if not spec.obj_attr_is_set(name):
+                continue
+            value = getattr(spec, name)
+            if name in SHARED_FIELDS:
+                self.assertIs(value, getattr(work, name), name)
+            elif isinstance(value, (list, dict, set, objects.base.NovaObject)):
+                self.assertIsNot(value, getattr(work, name), name)
+
+    def test_what_a_decision_changes_stays_on_the_copy(self):
+        from nova import context as nova_context
+        from nova.scheduler import host_manager, request_filter
+        from scheduler_ext.moves.request import Selection
+        from scheduler_ext.nova.scheduler import NovaScheduler, working_copy
+        spec = self.spec()
+        sent = _sent(spec)
+        work = working_copy(spec)
+        agg = types.SimpleNamespace(uuid=str(uuid.uuid4()))
+        with mock.patch.object(objects.AggregateList, "get_by_metadata",
+                               return_value=[agg]), \
+                mock.patch.object(objects.service, "get_minimum_version_all_cells",
+                                  return_value=10 ** 6):
+            request_filter.process_reqspec(nova_context.get_admin_context(), work)
+        nova_request.parse_query(nova_request.placement_query(None, work, None))
+        work.instance_uuid = str(uuid.uuid4())
+        root, pf = str(uuid.uuid4()), str(uuid.uuid4())
+        host = host_manager.HostState("h1", "n1", str(uuid.uuid4()))
+        NovaScheduler._consume(host, work, work.instance_uuid, Selection(
+            root, {root: {"VCPU": 2}, pf: {"NET_BW_EGR_KILOBIT_PER_SEC": 1000}},
+            {"": [root], "port-1": [pf]}))
+        # the decision did change its copy ...
+        self.assertIn(agg.uuid, work.requested_destination.aggregates[0])
+        self.assertIn("COMPUTE_STATUS_DISABLED", work.root_forbidden)
+        self.assertIn("OWNER_NOVA", work.root_required)
+        self.assertEqual(["h9", "h1"], work.instance_group.hosts)
+        self.assertEqual([pf], work.requested_resources[0].provider_uuids)
+        # ... and nothing of what the conductor sent
+        self.assertEqual(sent, _sent(spec))
+
+
 class MovedElsewhere(unittest.TestCase):
 
     def m(self, sc, sn, dc, dn):

@@ -18,7 +18,7 @@ from oslo_serialization import jsonutils
 
 from scheduler_ext.nova import request as nova_request
 from scheduler_ext.nova.garbage import BackgroundRelease
-from scheduler_ext.nova.ranking import LazyAllocationRequest, NovaRanking
+from scheduler_ext.nova.ranking import HostCandidates, NovaRanking, host_candidates
 from scheduler_ext.sources.base import Candidate
 
 
@@ -42,53 +42,81 @@ class _MappingFilter(nova_filters.CandidateFilterMixin):
     """A PCI-like filter: keeps the allocation candidates that map a group
     to one of ``wanted``, through nova's own ``filter_candidates``."""
 
-    def __init__(self, wanted: set[str] | None):
+    def __init__(self, wanted: set[str] | None, keep_emptied: bool = False):
         self.wanted = wanted
+        #: pass a host whose candidates it removed (nova's own such filters
+        #: drop it; a filter of an operator's may not)
+        self.keep_emptied = keep_emptied
 
     def host_passes(self, host, spec) -> bool:
         if self.wanted is None:     # a request without NUMA or PCI
             return True
-        return bool(self.filter_candidates(host, lambda ar: set(
-            ar["mappings"].get("_pci", ())) & self.wanted))
+        kept = self.filter_candidates(host, lambda ar: set(
+            ar["mappings"].get("_pci", ())) & self.wanted)
+        return bool(kept) or self.keep_emptied
 
 
 class _HostManager:
     """nova's HostManager surface NovaRanking calls; the filter is nova's
     mixin, the weight is the host's position in ``order``."""
 
-    def __init__(self, order: list[str], host_filter: _MappingFilter):
+    def __init__(self, order: list[str], host_filter: _MappingFilter,
+                 cell_order: list[str] | None = None):
         self.order = order
         self.filter = host_filter
+        #: the order nova's database gives the states in (default: asked)
+        self.cell_order = cell_order
+        #: the hosts each call of the filters and the weighers was given
+        self.filtered: list[list[str]] = []
+        self.weighed: list[list[str]] = []
 
     def get_host_states_by_uuids(self, context, uuids, spec):
+        first = [u for u in self.cell_order or () if u in uuids]
+        order = first + [u for u in uuids if u not in first]
         return [types.SimpleNamespace(uuid=u, allocation_candidates=[])
-                for u in uuids]
+                for u in order]
 
     def get_filtered_hosts(self, hosts, spec, index):
+        self.filtered.append([h.uuid for h in hosts])
         return [h for h in hosts if self.filter.host_passes(h, spec)]
 
     def get_weighed_hosts(self, hosts, spec):
+        self.weighed.append([h.uuid for h in hosts])
         return sorted((types.SimpleNamespace(obj=h, weight=-self.order.index(h.uuid))
                        for h in hosts), key=lambda w: -w.weight)
 
 
-class LazyAllocationRequests(unittest.TestCase):
+class HostCandidatesRead(unittest.TestCase):
 
-    def test_reads_as_the_built_allocation_request(self):
-        cand = _candidate(_u(), vf=_u())
-        lazy = LazyAllocationRequest([_candidate(_u()) for _ in range(3)] + [cand], 3)
-        built = nova_request.allocation_request(cand)
-        self.assertEqual(built, dict(lazy))
-        self.assertEqual(built, lazy)
-        self.assertEqual(built["mappings"], lazy["mappings"])
+    def test_read_as_the_built_allocation_requests(self):
+        cands = [_candidate(_u()) for _ in range(3)] + \
+            [_candidate(_u(), vf=_u()), _candidate(_u(), vf=_u())]
+        group = HostCandidates(cands, (3, 4))
+        built = [nova_request.allocation_request(c) for c in cands[3:]]
+        self.assertEqual(2, len(group))
+        self.assertEqual(built, list(group))
+        self.assertEqual(built[1], group[1])
+        self.assertEqual(built[1:], list(group[1:]))
+        self.assertEqual(built[0]["mappings"], group[0]["mappings"])
+        self.assertEqual([3, 4], [ar.position for ar in group])
+        self.assertTrue(all(isinstance(ar, dict) for ar in group))
         self.assertEqual(built, jsonutils.loads(jsonutils.dumps(
-            jsonutils.to_primitive(lazy))))
-        self.assertEqual(built, dict(copy.deepcopy(lazy)))
-        # a copy is a plain dict: it does not drag the call's candidates
-        self.assertIs(dict, type(copy.deepcopy(lazy)))
-        self.assertIs(dict, type(copy.copy(lazy)))
-        self.assertEqual(repr(built), repr(lazy))
-        self.assertEqual(3, lazy.index)
+            jsonutils.to_primitive(list(group)))))
+        self.assertEqual(built, copy.deepcopy(group))
+        # a copy is plain: it does not drag the call's candidates along
+        self.assertIs(list, type(copy.deepcopy(group)))
+        self.assertIs(list, type(copy.copy(group)))
+        self.assertIs(dict, type(copy.deepcopy(group[0])))
+        self.assertIs(dict, type(copy.copy(group[0])))
+        self.assertEqual(repr(built), repr(group))
+
+    def test_a_host_with_several_candidates_gets_them_all(self):
+        roots = [_u() for _ in range(3)]
+        order = [roots[0], roots[1], roots[0], roots[2], roots[1]]
+        groups = host_candidates([_candidate(r) for r in order], order)
+        self.assertEqual(roots, list(groups))
+        self.assertEqual([(0, 2), (1, 4), (3,)],
+                         [g.positions for g in groups.values()])
 
     def test_not_built_unless_a_filter_reads_it(self):
         roots = [_u() for _ in range(4)]
@@ -99,8 +127,7 @@ class LazyAllocationRequests(unittest.TestCase):
         # nova's order (reversed roots), as weights: best is highest
         self.assertEqual([1.0, 2.0, 3.0, 4.0], weights)
         for state in ranking.states.values():
-            for ar in state.allocation_candidates:
-                self.assertIsNone(ar._body)
+            self.assertIsNone(state.allocation_candidates._built)
 
     def test_a_filter_keeps_the_candidates_whose_mapping_it_accepts(self):
         roots = [_u() for _ in range(3)]
@@ -115,6 +142,38 @@ class LazyAllocationRequests(unittest.TestCase):
         kept = ranking.states[roots[2]].allocation_candidates
         self.assertEqual([nova_request.allocation_request(c) for c in cands[4:]],
                          [dict(ar) for ar in kept])
+
+    def test_a_host_left_without_candidates_is_weighed_then_skipped(self):
+        # nova weighs every host its filters pass (the weighers normalise
+        # over them) and its claim loop skips one left without candidates
+        roots = [_u() for _ in range(3)]
+        vfs = [_u() for _ in range(3)]
+        cands = [_candidate(roots[i], vf=vfs[i]) for i in range(3)]
+        manager = _HostManager(roots, _MappingFilter({vfs[0], vfs[2]},
+                                                     keep_emptied=True))
+        ranking = NovaRanking(None, None, manager, limit=None)
+        weights = ranking.rank(cands)
+        self.assertEqual([roots], manager.weighed)
+        self.assertEqual([3.0, None, 1.0], weights)
+        self.assertEqual([], ranking.states[roots[1]].allocation_candidates)
+        self.assertEqual([0], [ar.position for ar in
+                               ranking.states[roots[0]].allocation_candidates])
+
+    def test_the_filters_get_the_hosts_in_novas_order(self):
+        # stock nova hands its filters the states in the order its cell
+        # database gives them, whatever order placement's candidates had
+        roots = [_u() for _ in range(5)]
+        cell_order = [roots[2], roots[0], roots[3], roots[1]]
+        manager = _HostManager(roots, _MappingFilter(None), cell_order)
+        ranking = NovaRanking(None, None, manager, limit=None)
+        ranking.rank([_candidate(r) for r in roots[:4]])
+        self.assertEqual([cell_order], manager.filtered)
+        # a later instance of a multi-create, one host new to the call
+        more = roots[1:]
+        ranking.index = 1
+        ranking.rank([_candidate(r) for r in more])
+        self.assertEqual(more, manager.filtered[1])
+        self.assertEqual(5, len(ranking.states))
 
 
 class _Tracked:

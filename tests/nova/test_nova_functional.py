@@ -164,9 +164,11 @@ def _assert_all_pass(results, cls, at_least=1):
 
 
 def test_adapter_units(nova_results):
-    """RequestSpec -> placement query -> ScheduleRequest; the reconcile
+    """RequestSpec -> placement query -> ScheduleRequest; the decision's
+    working copy of the RequestSpec; the reconcile
     rules, tracker and notification endpoint; the report-client adapter."""
-    for cls in ("ParseQuery", "ConsumeAfterClaim", "MovedElsewhere", "FindMove", "ReconcileRules",
+    for cls in ("ParseQuery", "ConsumeAfterClaim", "WorkingCopy", "MovedElsewhere",
+                "FindMove", "ReconcileRules",
                 "ResizeNotifications", "ReportClientAdapterTests"):
         _assert_all_pass(nova_results, cls)
 
@@ -175,7 +177,7 @@ def test_ranking_release_and_early_reads(nova_results):
     """Allocation requests built when read, HostStates dropped after the
     answer, the refresh and a move's look-up run on worker threads as the
     call arrives (rules, then a boot and a resize through nova)."""
-    for cls in ("LazyAllocationRequests", "ReleaseAfterTheAnswer",
+    for cls in ("HostCandidatesRead", "ReleaseAfterTheAnswer",
                 "WorkersRun", "EarlyReadsRules"):
         _assert_all_pass(nova_results, cls)
     _assert_all_pass(nova_results, "EarlyReadsInNova", at_least=2)
