@@ -155,12 +155,22 @@ def _of(results, cls):
     return {r.name: r for r in results.values() if r.cls == cls}
 
 
+def _shown(details: str) -> str:
+    """A failed test's details as shown: its traceback and the end of its
+    log (the log alone can push the traceback out of a short tail)."""
+    if len(details) <= 9000:
+        return details
+    at = details.find("Traceback (most recent call last)")
+    head = details[at:at + 3000] if at >= 0 else details[:3000]
+    return f"{head}\n[...]\n{details[-6000:]}"
+
+
 def _assert_all_pass(results, cls, at_least=1):
     got = _of(results, cls)
     assert len(got) >= at_least, f"{cls}: only {sorted(got)} ran"
     failed = {n: r for n, r in got.items() if r.status != "success"}
     assert not failed, "\n\n".join(
-        f"{cls}.{n}: {r.status}\n{r.details[-6000:]}" for n, r in failed.items())
+        f"{cls}.{n}: {r.status}\n{_shown(r.details)}" for n, r in failed.items())
 
 
 def test_adapter_units(nova_results):
@@ -283,7 +293,7 @@ def test_nova_move_suite_unchanged_differs_only_where_documented(nova_results):
         f"{len(differ)} pass with stock only: {sorted(differ)}")
     unexplained = sorted(set(differ) - set(KNOWN_DIFFERENCES))
     assert not unexplained, "\n\n".join(
-        f"{n}: {differ[n].status}\n{differ[n].details[-6000:]}"
+        f"{n}: {differ[n].status}\n{_shown(differ[n].details)}"
         for n in unexplained)
     stale = sorted(set(KNOWN_DIFFERENCES) - set(differ) - WINDOW_ONLY)
     assert not stale, f"listed as differing but passing with ours: {stale}"
