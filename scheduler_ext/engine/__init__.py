@@ -9,6 +9,10 @@ It answers a ``scheduler_ext.placement.query.CandidateRequest``.
 * ``Weigher`` -- nova-style RAM/CPU/disk weighing of the fitting roots.
 """
 
+# numpy's unique() imports numpy.ma on its first call (about 14 ms): load
+# it with the engine, at the service's start, not in its first request
+import numpy.ma  # noqa: F401
+
 from scheduler_ext.engine.fleet_arrays import ColumnarFleet, InventoryColumns
 from scheduler_ext.engine.fit import Choice, Fit
 from scheduler_ext.engine.index import CapacityIndex

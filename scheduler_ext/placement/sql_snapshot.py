@@ -311,6 +311,11 @@ class SqlSnapshot:
         return names[ref]
 
     def _everything(self) -> FleetSnapshot:
+        # the name tables too, so that a poll on the request path resolves
+        # every class, trait and aggregate that existed at start from the
+        # cache (reading one there cost about 3 ms, once)
+        for table, sql in q.NAMES.items():
+            self._names[table].update((int(i), n) for i, n in self._rows(sql))
         provs = self._rows(q.PROVIDERS)
         invs: dict[int, dict[str, Inventory]] = collections.defaultdict(dict)
         for rp_id, rc, total, reserved, lo, hi, step, ratio in self._rows(q.INVENTORIES):

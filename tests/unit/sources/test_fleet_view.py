@@ -193,6 +193,26 @@ def _finish_reread(view, source):
     assert view.stats["rereads"] == 1
 
 
+def test_tree_structure_is_built_at_start_and_after_a_reread_not_in_a_request(
+        monkeypatch):
+    """Regression: the first query after the start (and after a re-read
+    that removed a provider) built the index's tree structure, O(fleet)."""
+    from scheduler_ext.engine import trees
+    client, hosts = _hosts()
+    view = FleetView(client, _conf(), source=ApiChanges(client))
+    built = []
+    real = trees.tree_aggregates
+    monkeypatch.setattr(trees, "tree_aggregates",
+                        lambda *a: built.append(1) or real(*a))
+    query = CandidateRequest({"VCPU": 1})
+    assert len(view.index.fit(query)) == 5
+    client.delete_provider(hosts[3])
+    view.reread()
+    assert built == [1]                  # in the re-read, not in the query
+    assert hosts[3] not in view.index.fit(query).uuids()
+    assert built == [1]
+
+
 def test_reread_in_flight_does_not_undo_a_newer_read():
     view, source, rec = _reread_stuck_reading()
     u = rec.provider.uuid

@@ -160,6 +160,25 @@ def test_poll_reads_a_provider_new_to_the_index_whole(db):
     assert index.usage(new) == {"VCPU": 2, "MEMORY_MB": 0}
 
 
+def test_polls_after_the_full_read_read_no_name_table(db, monkeypatch):
+    """Regression: the first poll that saw a class's usage read the whole
+    resource_classes table inside the request (about 3 ms, once)."""
+    tables, hosts = db
+    source, index = _view(tables)
+    statements = []
+    real = source.sql._rows
+    monkeypatch.setattr(source.sql, "_rows",
+                        lambda sql, *a, **k: statements.append(sql) or real(sql, *a, **k))
+    tables.put(consumer(700), {hosts[2]: {"VCPU": 2}})
+    new = tables.add_provider(78)
+    tables.put(consumer(701), {new: {"VCPU": 1}})
+    changes = source.poll(index)
+    assert changes.providers == {hosts[2], new}
+    assert statements == []
+    _apply(index, changes)
+    assert index.usage(hosts[2])["VCPU"] == 3
+
+
 def test_poll_reads_no_tail_row_while_its_checksum_holds(db):
     tables, hosts = db
     source, index = _view(tables, tail_rows=8)
