@@ -6,7 +6,8 @@ For each size: a real placement (openstack-placement 16.0.0, gunicorn on
 API and cell databases on the same server (``--nova-database sqlite``:
 files), the cell one with a compute node and a nova-compute service for
 every compute host; another process writing allocations at ``--rate`` per
-second. Stock and ours then answer ``select_destinations`` alternately, for
+second. Each scheduler runs in its own process, started as its service
+starts. Stock and ours then answer ``select_destinations`` alternately, for
 boots and for resizes with the same host allowed (the conductor's part of
 each resize is done first, untimed); every decision ends with its claim.
 Each decision is split into refresh (our fleet view) / engine (ours: the
@@ -147,27 +148,114 @@ def _chosen(out) -> str | None:
     return None if isinstance(out, Exception) else out[0][0].compute_node_uuid
 
 
-def _limited(mgrs: dict, sched: str, limit: int):
-    """The manager for ``sched``; ``ours-limit`` is ours with
-    ``[scheduler_ext] nova_host_limit`` set for the call."""
-    if sched != "ours-limit":
-        return mgrs[sched].select_destinations
-    def call(*args, **kwargs):
+def scheduler_service(workdir: str, url: str, db_url: str, databases, sched: str,
+                      limit: int, instrumented: bool):
+    """(manager, its select_destinations, admin context) for ``sched`` in
+    this process, built as its service builds it: ``ours-limit`` is ours
+    with ``[scheduler_ext] nova_host_limit = limit`` in its configuration."""
+    nova_cell.configure(workdir, url, databases)
+    hosts = json.load(open(os.path.join(workdir, "hosts.json")))
+    timer = None
+    if instrumented:
+        timer = e2e.PhaseTimer()
+        instrument(timer)
+    name = sched.split("-")[0]
+    mgrs = managers(db_url, (name,), hosts)
+    if sched == "ours-limit":
         nova_cell.CONF.set_override("nova_host_limit", limit, "scheduler_ext")
+    return mgrs, timer
+
+
+def _serve(conn, workdir: str, url: str, db_url: str, databases, sched: str,
+           limit: int) -> None:
+    """One scheduler's process (as deployed: nothing of the others' heaps,
+    collections or caches in it). Answers the parent's commands:
+    ("decide", (instance, flavor, resize)) -> (phases, chosen host uuid,
+    error); ("compare", (samples, limit, seed)); ("report", None);
+    ("stop", None)."""
+    logging.basicConfig(level=getattr(logging, os.environ.get("E2E_LOG", "WARNING")))
+    started = time.perf_counter()
+    mgrs, timer = scheduler_service(workdir, url, db_url, databases, sched, limit,
+                                    instrumented=True)
+    ours = mgrs.get("ours")
+    ready = {"start_s": time.perf_counter() - started}
+    if ours is not None:
+        view = ours.ext.scheduler().driver.source.view
+        ready.update(full_read_s=view.full_read_s, source=view.source.name)
+    conn.send(ready)
+    ctx, select = mgrs["ctx"], mgrs[sched.split("-")[0]].select_destinations
+    while True:
+        command, arg = conn.recv()
+        if command == "decide":
+            inst, flavor, resize = arg
+            spec = nova_cell.request_spec(ctx, inst, flavor, resize=resize)
+            phases, out = timer.decision(lambda: select(
+                ctx, spec_obj=spec, instance_uuids=[inst], return_objects=True,
+                return_alternates=True))
+            if ours is not None:
+                # ours drops the call's nova host states in a thread after
+                # answering; wait for it untimed, so that it never falls in
+                # the next decision's timing (the throughput runs do not wait)
+                ours.ext.scheduler().release.drain()
+            conn.send((phases, _chosen(out),
+                       repr(out)[:300] if isinstance(out, Exception) else None))
+        elif command == "compare":
+            conn.send(choice_differs(mgrs, *arg))
+        elif command == "report":
+            driver = ours.ext.scheduler().driver
+            conn.send({"view": dict(driver.source.view.stats),
+                       "claims": dict(driver.strategy.stats),
+                       "memory": driver.source.view.memory()})
+        else:
+            return
+
+
+class SchedulerProcesses:
+    """One process per scheduler, each started as its service starts (all
+    at once); ``ask`` sends one a command and waits for its answer."""
+
+    def __init__(self, workdir: str, url: str, db_url: str, databases,
+                 scheds: tuple[str, ...], limit: int) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.conns, self.procs, self.ready = {}, {}, {}
+        for sched in scheds:
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_serve, name=f"scheduler-{sched}", args=(
+                child, workdir, url, db_url, databases, sched, limit))
+            proc.start()
+            child.close()
+            self.conns[sched], self.procs[sched] = parent, proc
+        for sched in scheds:
+            self.ready[sched] = self._answer(sched)
+
+    def _answer(self, sched: str):
         try:
-            return mgrs["ours"].select_destinations(*args, **kwargs)
-        finally:
-            nova_cell.CONF.clear_override("nova_host_limit", "scheduler_ext")
-    return call
+            return self.conns[sched].recv()
+        except EOFError:
+            self.procs[sched].join(5)
+            raise SystemExit(f"the {sched} scheduler's process ended (exit status "
+                             f"{self.procs[sched].exitcode}); its error is above") from None
+
+    def ask(self, sched: str, command: str, arg=None):
+        self.conns[sched].send((command, arg))
+        return self._answer(sched)
+
+    def close(self) -> None:
+        for sched, conn in self.conns.items():
+            with contextlib.suppress(OSError):
+                conn.send(("stop", None))
+        for proc in self.procs.values():
+            proc.join(30)
+            if proc.is_alive():
+                proc.kill()
 
 
-def latency(mgrs: dict, client: HttpPlacement, cell_db: str, hosts, decisions: int,
-            timer: e2e.PhaseTimer, seed: int, scheds: tuple[str, ...],
-            limit: int = 0) -> dict:
-    """Alternate ``scheds`` (stock, ours, ours with nova_host_limit): boots,
-    then same-host-allowed resizes."""
+def latency(procs: SchedulerProcesses, ctx, client: HttpPlacement, cell_db: str,
+            hosts, decisions: int, seed: int, scheds: tuple[str, ...]) -> dict:
+    """Alternate ``scheds`` (stock, ours, ours with nova_host_limit), each
+    in its own process: boots, then same-host-allowed resizes. The
+    conductor's part of a resize is done here first, untimed."""
     rng = random.Random(seed)
-    ctx = mgrs["ctx"]
     samples: dict = {f"{s}/{k}": [] for s in scheds for k in ("boot", "resize")}
     outcomes: dict = {k: {"no_valid_host": 0, "same_host": 0} for k in samples}
     for i in range(decisions):
@@ -180,29 +268,21 @@ def latency(mgrs: dict, client: HttpPlacement, cell_db: str, hosts, decisions: i
                         src = rng.choice(hosts)
                         inst = nova_cell.start_resize(ctx, client, cell_db, src,
                                                       "small", "medium")
-                spec = nova_cell.request_spec(
-                    ctx, inst, "medium" if kind == "resize"
-                    else rng.choice(list(nova_cell.FLAVORS)), resize=kind == "resize")
-                select = _limited(mgrs, sched, limit)
-                phases, out = timer.decision(lambda: select(
-                    ctx, spec_obj=spec, instance_uuids=[inst], return_objects=True,
-                    return_alternates=True))
-                # ours drops the call's nova host states in a thread after
-                # answering; wait for it untimed, so that it never falls in
-                # the next decision's timing (the throughput runs do not wait)
-                mgrs["ours"].ext.scheduler().release.drain()
+                flavor = "medium" if kind == "resize" else rng.choice(list(nova_cell.FLAVORS))
+                phases, chosen, error = procs.ask(
+                    sched, "decide", (inst, flavor, kind == "resize"))
                 key = f"{sched}/{kind}"
                 samples[key].append(phases)
-                if isinstance(out, Exception):
+                if error is not None:
                     outcomes[key]["no_valid_host"] += 1
-                    outcomes[key].setdefault("errors", []).append(repr(out)[:300])
-                elif kind == "resize" and _chosen(out) == src[1]:
+                    outcomes[key].setdefault("errors", []).append(error)
+                elif kind == "resize" and chosen == src[1]:
                     outcomes[key]["same_host"] += 1
                 nova_cell.finish_resize(client, cell_db, inst)
     return {"samples": samples, "outcomes": outcomes}
 
 
-def choice_differs(mgrs: dict, hosts, samples: int, limit: int, seed: int) -> dict:
+def choice_differs(mgrs: dict, samples: int, limit: int, seed: int) -> dict:
     """How often nova's pick over the engine's best ``limit`` hosts differs
     from nova's pick over every candidate (max_placement_results), on the
     same view, for boots of random flavors (nothing is claimed)."""
@@ -236,10 +316,9 @@ def choice_differs(mgrs: dict, hosts, samples: int, limit: int, seed: int) -> di
 def _throughput_worker(args: tuple) -> int:
     workdir, url, db_url, databases, sched, seconds, start_at, seed, limit = args
     logging.basicConfig(level=logging.ERROR)
-    nova_cell.configure(workdir, url, databases)
-    hosts = json.load(open(os.path.join(workdir, "hosts.json")))
-    mgrs = managers(db_url, (sched.split("-")[0],), hosts)
-    select = _limited(mgrs, sched, limit)
+    mgrs, _ = scheduler_service(workdir, url, db_url, databases, sched, limit,
+                                instrumented=False)
+    select = mgrs[sched.split("-")[0]].select_destinations
     client = HttpPlacement.from_url(url, timeout=120)
     rng = random.Random(seed)
     time.sleep(max(0.0, start_at - time.time()))
@@ -293,8 +372,7 @@ def nova_fleet(n: int, seed: int):
 
 
 def run_size(n: int, args: argparse.Namespace) -> dict:
-    timer = e2e.PhaseTimer()
-    instrument(timer)
+    from nova import context as nova_context
     with e2e.loaded_placement(n, "postgresql", args.seed, wsgi_workers=args.wsgi_workers,
                               fleet=nova_fleet(n, args.seed)) \
             as (url, db_url, fleet), \
@@ -306,33 +384,35 @@ def run_size(n: int, args: argparse.Namespace) -> dict:
                     in fleet.trait_sets[fleet.trait_set_of[r]]}
         hosts = nova_cell.create_databases(api_db, cell_db, fleet, disabled)
         json.dump(hosts, open(os.path.join(workdir, "hosts.json"), "w"))
-        started = time.perf_counter()
-        mgrs = managers(db_url, tuple(dict.fromkeys(
-            s.split("-")[0] for s in args.schedulers)), hosts)
-        view = mgrs["ours"].ext.scheduler().driver.source.view
-        result: dict = {"providers": n, "compute_hosts": len(hosts),
-                        "nova_database": args.nova_database,
-                        "start_s": time.perf_counter() - started,
-                        "full_read_s": view.full_read_s, "source": view.source.name}
-        client = HttpPlacement.from_url(url, timeout=600)
-        live = [h for h in hosts if int(h[0].split("-")[1]) not in disabled]
-        with e2e.other_writers(url, [h[1] for h in live], args.rate) as writes:
-            t0 = time.perf_counter()
-            result.update(latency(mgrs, client, cell_db, live, args.decisions, timer,
-                                  args.seed, args.schedulers, args.host_limit))
-            if "ours-limit" in args.schedulers and args.compare:
-                result["host_limit_choice"] = choice_differs(
-                    mgrs, live, args.compare, args.host_limit, args.seed)
-            result["other_writes_per_s"] = writes.value / (time.perf_counter() - t0)
-            if args.workers:
+        procs = SchedulerProcesses(workdir, url, db_url, (api_db, cell_db),
+                                   args.schedulers, args.host_limit)
+        try:
+            ours = procs.ready["ours"]
+            result: dict = {"providers": n, "compute_hosts": len(hosts),
+                            "nova_database": args.nova_database,
+                            "start_s": ours["start_s"], "full_read_s": ours["full_read_s"],
+                            "source": ours["source"]}
+            client = HttpPlacement.from_url(url, timeout=600)
+            live = [h for h in hosts if int(h[0].split("-")[1]) not in disabled]
+            with e2e.other_writers(url, [h[1] for h in live], args.rate) as writes:
+                t0 = time.perf_counter()
+                result.update(latency(procs, nova_context.get_admin_context(), client,
+                                      cell_db, live, args.decisions, args.seed,
+                                      args.schedulers))
+                if "ours-limit" in args.schedulers and args.compare:
+                    result["host_limit_choice"] = procs.ask(
+                        "ours", "compare", (args.compare, args.host_limit, args.seed))
+                result["other_writes_per_s"] = writes.value / (time.perf_counter() - t0)
+                result.update(procs.ask("ours", "report"))
+        finally:
+            procs.close()
+        if args.workers:
+            with e2e.other_writers(url, [h[1] for h in live], args.rate):
                 result["throughput"] = throughput(
                     workdir, url, db_url, (api_db, cell_db), args.workers,
                     args.throughput_seconds,
                     startup=max(10.0, 3 * result["full_read_s"] + 5),
                     scheds=args.schedulers, limit=args.host_limit)
-        result["view"] = dict(view.stats)
-        result["claims"] = dict(mgrs["ours"].ext.scheduler().driver.strategy.stats)
-        result["memory"] = view.memory()
         return result
 
 
