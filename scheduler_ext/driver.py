@@ -159,6 +159,8 @@ class SchedulerDriver:
                 raise
             LOG.info("engine cannot answer (%s); asking placement", exc)
             return self.fallback.select(request, max_alternates, ranking)
+        finally:
+            self.source.after_decision()
 
     __call__ = select_destinations
 

@@ -80,7 +80,9 @@ OPTS = [
              "bring in decreases (deleted or moved allocations), providers "
              "added or deleted (sql) and any change the request-path read "
              "missed. They run in a thread of their own and never block a "
-             "scheduling decision; one runs at a time. With "
+             "scheduling decision; one runs at a time, started when a "
+             "decision has been answered, so that it runs between "
+             "decisions rather than beside the one that found it due. With "
              "snapshot_source = api a re-read is one GET per provider. 0 "
              "disables them (the view then learns of decreases only from "
              "the providers our own claims and failures re-read)."),

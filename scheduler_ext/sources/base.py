@@ -80,6 +80,10 @@ class CandidateSource(Protocol):
     def refresh(self) -> None:
         """Bring any cached view up to date before a decision."""
 
+    def after_decision(self) -> None:
+        """A decision has been answered: start background upkeep that is
+        due (never waits for it)."""
+
     def candidates(self, query: CandidateRequest, *,
                    limit: int) -> Sequence[Candidate]:
         """The best ``limit`` candidates for a boot, best first."""
@@ -185,6 +189,9 @@ class RankedSource:
 
     def refresh(self) -> None:
         self.inner.refresh()
+
+    def after_decision(self) -> None:
+        self.inner.after_decision()
 
     def changed(self, providers: Iterable[str]) -> None:
         self.inner.changed(providers)

@@ -37,6 +37,10 @@ class EngineCandidateSource:
     def refresh(self) -> None:
         self.view.refresh()
 
+    def after_decision(self) -> None:
+        """The fleet view's background re-read, when due."""
+        self.view.reread_if_due()
+
     def changed(self, providers: Iterable[str]) -> None:
         self.view.changed(providers)
 

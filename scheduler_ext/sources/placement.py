@@ -63,6 +63,9 @@ class PlacementCandidateSource:
     def refresh(self) -> None:
         """Nothing is cached."""
 
+    def after_decision(self) -> None:
+        """Nothing is cached."""
+
     def changed(self, providers: Iterable[str]) -> None:
         """Nothing is cached."""
 
