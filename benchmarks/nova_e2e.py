@@ -150,9 +150,10 @@ def _chosen(out) -> str | None:
 
 def scheduler_service(workdir: str, url: str, db_url: str, databases, sched: str,
                       limit: int, instrumented: bool):
-    """(manager, its select_destinations, admin context) for ``sched`` in
-    this process, built as its service builds it: ``ours-limit`` is ours
-    with ``[scheduler_ext] nova_host_limit = limit`` in its configuration."""
+    """(managers as ``managers`` returns them, phase timer or None) for
+    ``sched`` in this process, built as its service builds it:
+    ``ours-limit`` is ours with ``[scheduler_ext] nova_host_limit = limit``
+    in its configuration."""
     nova_cell.configure(workdir, url, databases)
     hosts = json.load(open(os.path.join(workdir, "hosts.json")))
     timer = None
