@@ -11,6 +11,8 @@ per call, never stored in a source.
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import operator
 from typing import Iterable, Mapping, Protocol, Sequence
 
 from scheduler_ext import errors
@@ -160,7 +162,9 @@ class RankedCandidates(LazyCandidates):
                  weights: Sequence[float | None]):
         self._cands = cands
         self._weights = weights
-        order = [i for i, w in enumerate(weights) if w is not None]
+        # compress() and the sort's key loop in C: up to 1,000 a decision
+        order = list(itertools.compress(range(len(weights)),
+                                        map(operator.is_not, weights, itertools.repeat(None))))
         # a reversed sort keeps equal weights in their first order
         order.sort(key=weights.__getitem__, reverse=True)  # type: ignore[arg-type]
         self._order = order

@@ -108,7 +108,9 @@ def picked_candidates(fit: Fit, positions: Sequence[int] | np.ndarray,
                       weights: Sequence[float]) -> PickedBatch:
     """The candidates at ``positions`` of ``fit`` with their ``weights``."""
     picks = LazyPicks(fit, positions)
-    u = fit.index.uuids
     n = len(picks.positions)
-    return PickedBatch([u[r] for r in fit.rows[picks.positions].tolist()],
-                       [float(w) for w in weights], [picks] * n, list(range(n)))
+    # map() and tolist() loop in C: up to 1,000 candidates a decision
+    return PickedBatch(list(map(fit.index.uuids.__getitem__,
+                                fit.rows[picks.positions].tolist())),
+                       np.asarray(weights, np.float64).tolist(),
+                       [picks] * n, list(range(n)))

@@ -14,11 +14,15 @@ import unittest
 import uuid
 
 from nova.scheduler import filters as nova_filters
+from nova.scheduler.filters.compute_filter import ComputeFilter
+from nova.scheduler.filters.image_props_filter import ImagePropertiesFilter
+from nova.scheduler.filters.numa_topology_filter import NUMATopologyFilter
+from nova.scheduler.filters.pci_passthrough_filter import PciPassthroughFilter
 from oslo_serialization import jsonutils
 
 from scheduler_ext.nova import request as nova_request
 from scheduler_ext.nova.garbage import BackgroundRelease
-from scheduler_ext.nova.ranking import HostCandidates, NovaRanking, host_candidates
+from scheduler_ext.nova.ranking import HostCandidates, NovaRanking, candidate_positions
 from scheduler_ext.sources.base import Candidate
 
 
@@ -54,6 +58,13 @@ class _MappingFilter(nova_filters.CandidateFilterMixin):
         kept = self.filter_candidates(host, lambda ar: set(
             ar["mappings"].get("_pci", ())) & self.wanted)
         return bool(kept) or self.keep_emptied
+
+
+class _OperatorsFilter(nova_filters.BaseHostFilter):
+    """A filter of an operator's (not nova's, not on the mixin)."""
+
+    def host_passes(self, host, spec) -> bool:
+        return bool(host.allocation_candidates)
 
 
 class _HostManager:
@@ -112,11 +123,12 @@ class HostCandidatesRead(unittest.TestCase):
 
     def test_a_host_with_several_candidates_gets_them_all(self):
         roots = [_u() for _ in range(3)]
-        order = [roots[0], roots[1], roots[0], roots[2], roots[1]]
-        groups = host_candidates([_candidate(r) for r in order], order)
-        self.assertEqual(roots, list(groups))
-        self.assertEqual([(0, 2), (1, 4), (3,)],
-                         [g.positions for g in groups.values()])
+        order = [roots[0], roots[1], roots[0], roots[2], roots[1], roots[0]]
+        where = candidate_positions(order)
+        self.assertEqual(roots, list(where))
+        self.assertEqual([(0, 2, 5), (1, 4), (3,)], list(where.values()))
+        self.assertEqual({r: (i,) for i, r in enumerate(roots)},
+                         candidate_positions(iter(roots)))
 
     def test_not_built_unless_a_filter_reads_it(self):
         roots = [_u() for _ in range(4)]
@@ -128,6 +140,30 @@ class HostCandidatesRead(unittest.TestCase):
         self.assertEqual([1.0, 2.0, 3.0, 4.0], weights)
         for state in ranking.states.values():
             self.assertIsNone(state.allocation_candidates._built)
+
+    def test_without_a_candidate_filter_the_states_keep_novas_own_list(self):
+        # no enabled filter reads allocation candidates (nova's defaults):
+        # nothing is handed over, and nova's order still maps back to ours
+        roots = [_u() for _ in range(4)]
+        order = [roots[0], roots[1], roots[0], roots[3], roots[2]]
+        manager = _HostManager(roots[::-1], _MappingFilter(None))
+        manager.enabled_filters = [ComputeFilter(), ImagePropertiesFilter()]
+        ranking = NovaRanking(None, None, manager, limit=None)
+        self.assertFalse(ranking.hand_over)
+        weights = ranking.rank([_candidate(r) for r in order])
+        self.assertEqual([1.0, 2.0, 1.0, 4.0, 3.0], weights)
+        for state in ranking.states.values():
+            self.assertEqual([], state.allocation_candidates)
+
+    def test_a_candidate_filter_or_a_filter_not_novas_gets_them(self):
+        manager = _HostManager([], _MappingFilter(None))
+        for enabled in ([ComputeFilter(), NUMATopologyFilter()],
+                        [ComputeFilter(), PciPassthroughFilter()],
+                        [ComputeFilter(), _MappingFilter(None)],
+                        [ComputeFilter(), _OperatorsFilter()]):
+            manager.enabled_filters = enabled
+            self.assertTrue(NovaRanking(None, None, manager, limit=None).hand_over,
+                            enabled)
 
     def test_a_filter_keeps_the_candidates_whose_mapping_it_accepts(self):
         roots = [_u() for _ in range(3)]
