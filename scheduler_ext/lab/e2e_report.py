@@ -186,7 +186,8 @@ def plot(results: list[dict], path: str) -> None:
     ax2.set_xlabel("scheduler processes")
     ax2.set_ylabel("boots per second")
     ax2.set_title("throughput")
-    ax2.legend(fontsize=7)
+    if ax2.lines:   # a run without the throughput part has none
+        ax2.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

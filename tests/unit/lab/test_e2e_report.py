@@ -2,6 +2,8 @@
 adds is its total less nova's phases and the claim, plus the CPU time of
 the reads it ran on worker threads."""
 
+import warnings
+
 from scheduler_ext.lab import e2e_report
 
 
@@ -28,3 +30,13 @@ def test_ours_adds_counts_its_background_reads():
     assert rows["boot"][3] == "13.0"        # 100 - 60 - 10 - 20 + 3
     assert rows["boot"][4] == "5.0"         # engine 2 + background 3
     assert rows["resize"][3] == "10.0"      # a run without the field
+
+
+def test_plot_of_a_run_without_throughput_warns_nothing(tmp_path):
+    samples = {f"{s}/{k}": [_sample(0.100, 0.060, 0.010, 0.020, bg=0.003)]
+               for s in ("ours", "ours-limit") for k in ("boot", "resize")}
+    path = tmp_path / "e2e.png"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        e2e_report.plot([dict(_result(samples), providers=1000)], str(path))
+    assert path.stat().st_size > 0
