@@ -141,9 +141,6 @@ class NovaRanking:
         #: which instance of a multi-create is being placed
         self.index = 0
         self.states: dict[str, Any] = {}
-        #: id of a host state of the last ``host_states`` -> the positions
-        #: of its candidates
-        self.positions: dict[int, tuple[int, ...]] = {}
         #: whether the host states get our candidates (``reads_candidates``):
         #: handing them over costs a new object on each of up to 1,000
         #: states, and nova's default filters read none
@@ -151,7 +148,8 @@ class NovaRanking:
         self.hand_over = enabled is None or any(map(reads_candidates, enabled))
 
     def host_states(self, cands: Sequence[Candidate],
-                    where: dict[str, tuple[int, ...]]) -> list:
+                    where: dict[str, tuple[int, ...]]
+                    ) -> tuple[list, dict[int, tuple[int, ...]]]:
         """nova's HostStates of the roots ``where`` names (read once per
         call), in nova's order for the call's first instance (as stock nova
         hands them to its filters), in ``where``'s order after. Each is
@@ -161,7 +159,8 @@ class NovaRanking:
         At 1,000 hosts a pass over nova's objects costs about a
         millisecond, in cache misses more than in Python: each state is
         touched once here (its uuid), and ``rank`` finds the positions of
-        nova's pick by the state's identity (``self.positions``)."""
+        nova's pick by the state's identity: the second value returned
+        maps ``id(state)`` to its positions."""
         states = self.states
         if not states:
             hosts = list(self.host_manager.get_host_states_by_uuids(
@@ -179,8 +178,7 @@ class NovaRanking:
         if self.hand_over:
             for state, positions in zip(hosts, groups):
                 state.allocation_candidates = HostCandidates(cands, positions)
-        self.positions = dict(zip(map(id, hosts), groups))
-        return hosts
+        return hosts, dict(zip(map(id, hosts), groups))
 
     def rank(self, cands: Sequence[Candidate]) -> list[float | None]:
         """Per candidate: its weight in nova's order (higher is better), or
@@ -188,9 +186,10 @@ class NovaRanking:
         roots = getattr(cands, "roots", None)     # no candidate made
         if roots is None:
             roots = [c.root for c in cands]
-        order = self._nova_order(self.host_states(cands, candidate_positions(roots)))
+        hosts, positions = self.host_states(cands, candidate_positions(roots))
+        order = self._nova_order(hosts)
         out: list[float | None] = [None] * len(cands)
-        positions, hand_over = self.positions, self.hand_over
+        hand_over = self.hand_over
         weight = float(len(order))
         for host in order:
             if hand_over and type(host.allocation_candidates) is not HostCandidates:
