@@ -204,6 +204,16 @@ class Fit:
         ``weigher`` (none: all weigh 0, so uuid order), ties broken by
         uuid, the first drawn among the best ``host_subset_size`` with
         ``rng`` (a ``random.Random`` or a seed)."""
+        order, weights = self.best_arrays(k, weigher=weigher,
+                                          host_subset_size=host_subset_size, rng=rng)
+        return order.tolist(), weights.tolist()
+
+    def best_arrays(self, k: int = 1, *, weigher: weighing.Weigher | None = None,
+                    host_subset_size: int = 1,
+                    rng: random.Random | int | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """``best_positions`` as numpy arrays (int64 positions, float64
+        weights)."""
         if isinstance(rng, int):
             rng = random.Random(rng)
         if weigher is None:
@@ -213,7 +223,7 @@ class Fit:
         order = weighing.top_k(weights, self.index.key_hi, self.index.key_lo,
                                max(k, host_subset_size), rows=self.rows)
         order = weighing.subset_first(order, host_subset_size, rng)[:k]
-        return order.tolist(), weights[order].tolist()
+        return order, weights[order]
 
     def best(self, k: int = 1, *, weigher: weighing.Weigher | None = None,
              host_subset_size: int = 1,

@@ -120,7 +120,18 @@ class Ranking(Protocol):
 
     def rank(self, cands: Sequence[Candidate]) -> list[float | None]:
         """Per candidate, in order: its weight (higher is better), or None
-        when the ranking drops it."""
+        when the ranking drops it (a ``Weights`` when the ranking knows its
+        order already)."""
+
+
+class Weights(list):
+    """A ranking's weights per candidate that also carry ``best_first``:
+    the positions of the candidates kept, by weight (higher first), equal
+    weights in position order; ``RankedCandidates`` then need not sort
+    them."""
+
+    __slots__ = ("best_first",)
+    best_first: list[int]
 
 
 class LazyCandidates(Sequence[Candidate]):
@@ -154,25 +165,41 @@ class LazyCandidates(Sequence[Candidate]):
 
 class RankedCandidates(LazyCandidates):
     """``cands`` that a ranking kept, best first (equal weights in their
-    first order), each carrying its new weight when read."""
+    first order), each carrying its new weight when read. Reading one
+    tells ``cands`` (its ``expect``, when it has one) which are read next,
+    in this order."""
 
-    __slots__ = ("_cands", "_weights", "_order")
+    __slots__ = ("_cands", "_weights", "_order", "_told")
+
+    #: how many candidates ``expect`` names at a time
+    AHEAD = 8
 
     def __init__(self, cands: Sequence[Candidate],
-                 weights: Sequence[float | None]):
+                 weights: Sequence[float | None],
+                 best_first: list[int] | None = None):
         self._cands = cands
         self._weights = weights
-        # compress() and the sort's key loop in C: up to 1,000 a decision
-        order = list(itertools.compress(range(len(weights)),
-                                        map(operator.is_not, weights, itertools.repeat(None))))
-        # a reversed sort keeps equal weights in their first order
-        order.sort(key=weights.__getitem__, reverse=True)  # type: ignore[arg-type]
-        self._order = order
+        if best_first is None:
+            best_first = getattr(weights, "best_first", None)
+        if best_first is None:
+            # compress() and the sort's key loop in C: up to 1,000 a decision
+            best_first = list(itertools.compress(
+                range(len(weights)),
+                map(operator.is_not, weights, itertools.repeat(None))))
+            # a reversed sort keeps equal weights in their first order
+            best_first.sort(key=weights.__getitem__, reverse=True)  # type: ignore[arg-type]
+        self._order = best_first
+        self._told = 0      # ``expect`` was told of ``_order[:_told]``
 
     def __len__(self) -> int:
         return len(self._order)
 
     def _item(self, k: int) -> Candidate:
+        if k >= self._told:
+            expect = getattr(self._cands, "expect", None)
+            if expect is not None:
+                expect(self._order[k:k + self.AHEAD])
+            self._told = k + self.AHEAD
         i = self._order[k]
         return self._cands[i].with_weight(self._weights[i])  # type: ignore[arg-type]
 
@@ -218,12 +245,16 @@ class RankedSource:
                                           source=source, released=released)
         others = view.others
         extra = [view.same_host, view.held_source]
+        n = len(others)
         weights = self.ranking.rank(
             Extended(others, [c for c in extra if c is not None]))
-        tail = iter(weights[len(others):])
+        tail = iter(weights[n:])
         same, held = (None if c is None else _reweighed(c, next(tail))
                       for c in extra)
-        return MoveCandidates(same, RankedCandidates(others, weights[:len(others)]),
+        best_first = getattr(weights, "best_first", None)
+        if best_first is not None and len(weights) > n:
+            best_first = list(itertools.compress(best_first, map(n.__gt__, best_first)))
+        return MoveCandidates(same, RankedCandidates(others, weights[:n], best_first),
                               held, view.whole_devices)
 
 

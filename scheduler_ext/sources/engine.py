@@ -72,7 +72,7 @@ class EngineCandidateSource:
     # --------------------------------------------------------- candidates
     def candidates(self, query: CandidateRequest, *, limit: int) -> PickedBatch:
         fit = self.index.fit(query)
-        picked, weights = fit.best_positions(
+        picked, weights = fit.best_arrays(
             limit, weigher=self.weigher, host_subset_size=self.host_subset_size)
         return picked_candidates(fit, picked, weights)
 
@@ -160,8 +160,7 @@ def _best_of(parts: list[tuple[Fit, np.ndarray, np.ndarray]], limit: int,
         k = np.flatnonzero((order >= start) & (order < start + len(pos)))
         if len(k):
             chosen = order[k]
-            batches.append(picked_candidates(f, pos[chosen - start],
-                                             weights[chosen].tolist()))
+            batches.append(picked_candidates(f, pos[chosen - start], weights[chosen]))
             ranks.append(k)
         start += len(pos)
     if len(batches) == 1:

@@ -152,6 +152,8 @@ class HostCandidatesRead(unittest.TestCase):
         self.assertFalse(ranking.hand_over)
         weights = ranking.rank([_candidate(r) for r in order])
         self.assertEqual([1.0, 2.0, 1.0, 4.0, 3.0], weights)
+        # nova's order as positions, a host's candidates in position order
+        self.assertEqual([3, 4, 1, 0, 2], weights.best_first)
         for state in ranking.states.values():
             self.assertEqual([], state.allocation_candidates)
 
@@ -175,6 +177,7 @@ class HostCandidatesRead(unittest.TestCase):
         ranking = NovaRanking(None, None, manager, limit=None)
         weights = ranking.rank(cands)
         self.assertEqual([None, 2.0, None, None, 1.0, 1.0], weights)
+        self.assertEqual([1, 4, 5], weights.best_first)
         kept = ranking.states[roots[2]].allocation_candidates
         self.assertEqual([nova_request.allocation_request(c) for c in cands[4:]],
                          [dict(ar) for ar in kept])
@@ -191,6 +194,7 @@ class HostCandidatesRead(unittest.TestCase):
         weights = ranking.rank(cands)
         self.assertEqual([roots], manager.weighed)
         self.assertEqual([3.0, None, 1.0], weights)
+        self.assertEqual([0, 2], weights.best_first)
         self.assertEqual([], ranking.states[roots[1]].allocation_candidates)
         self.assertEqual([0], [ar.position for ar in
                                ranking.states[roots[0]].allocation_candidates])

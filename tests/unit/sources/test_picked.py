@@ -5,6 +5,7 @@ in whatever order they are read."""
 from scheduler_ext.engine import CapacityIndex, Weigher
 from scheduler_ext.lab.bench_engine import flavor_requests
 from scheduler_ext.lab.synthetic import bench_fleet
+from scheduler_ext.sources.base import RankedCandidates
 from scheduler_ext.sources.picked import LazyPicks, PickedBatch, picked_candidates
 
 
@@ -44,8 +45,39 @@ def test_nothing_is_built_until_read_and_a_reweigh_shares_the_build():
     assert picks.built == {}
     assert heavier.weight == 99.0 and heavier.root == cands[5].root
     assert heavier.allocations == fit.picks([positions[5]])[0][0]
-    assert set(picks.built) == {5}
+    # with it, the ones that follow it in the batch, in the same call
+    assert set(picks.built) == set(range(5, 5 + LazyPicks.SINGLE))
     assert cands[5].allocations is heavier.allocations
+
+
+class _CountedFit:
+    """A fit whose ``picks`` calls are recorded."""
+
+    def __init__(self, fit):
+        self.fit, self.calls = fit, []
+        self.rows, self.index = fit.rows, fit.index
+
+    def picks(self, positions):
+        self.calls.append(list(positions))
+        return self.fit.picks(positions)
+
+
+def test_a_ranked_read_builds_the_ones_ranked_next_in_one_call():
+    """Read through ``RankedCandidates``, the first read builds the picks of
+    the candidates ranked next (not those next in the batch) in one call;
+    reading them after costs no call."""
+    _, fit, positions, weights = _fit()
+    counted = _CountedFit(fit)
+    cands = picked_candidates(counted, positions, weights)
+    ranks = [float((k * 7) % 60) if k % 5 else None for k in range(60)]
+    ranked = RankedCandidates(cands, ranks)
+    order = sorted((k for k in range(60) if ranks[k] is not None),
+                   key=lambda k: -ranks[k])
+    expected = fit.picks(positions)
+    for j in range(3):
+        assert ranked[j].root == cands[order[j]].root
+        assert ranked[j].allocations == expected[order[j]][0]
+    assert counted.calls == [[positions[k] for k in order[:LazyPicks.SINGLE]]]
 
 
 def test_past_the_first_few_the_rest_is_built_at_once():

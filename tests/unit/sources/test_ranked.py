@@ -1,7 +1,8 @@
 """``ranked``: the candidates a ranking keeps, best first, equal weights in
 the source's order, each re-weighed only when read."""
 
-from scheduler_ext.sources.base import Candidate, RankedCandidates, ranked
+from scheduler_ext.sources.base import (Candidate, MoveCandidates, RankedCandidates,
+                                        RankedSource, Weights, ranked)
 
 
 class _Ranking:
@@ -42,6 +43,63 @@ def test_only_what_is_read_is_built():
     assert len(got) == 1000
     first = got[0]
     assert first.weight == 6.0 and _Counted.built == [first.root]
+
+
+def test_an_order_given_with_the_weights_reads_as_the_sort():
+    """A ranking that knows its order (``Weights.best_first``) is read as
+    the sort of its weights would read."""
+    import random
+    rng = random.Random(3)
+    for n in (0, 1, 7, 50):
+        weights = [rng.choice([None, 1.0, 2.0, 5.0]) for _ in range(n)]
+        given = Weights(weights)
+        given.best_first = sorted((i for i in range(n) if weights[i] is not None),
+                                  key=lambda i: (-weights[i], i))
+        cands = _cands(n)
+        fast = RankedCandidates(cands, given)
+        assert fast._order is given.best_first     # not sorted again
+        assert [(c.root, c.weight) for c in fast] == \
+            [(c.root, c.weight) for c in RankedCandidates(cands, weights)]
+
+
+class _Inner:
+    """A source answering one move: ``others``, the source root twice."""
+
+    virtual_release = True
+
+    def __init__(self, others, same, held):
+        self.view = MoveCandidates(same, others, held)
+
+    def move_candidates(self, query, *, limit, source, released):
+        return self.view
+
+
+class _Ordered(_Ranking):
+    """``_Ranking`` that also gives its order (``Weights.best_first``)."""
+
+    def rank(self, cands):
+        out = Weights(self.weights)
+        out.best_first = sorted((i for i, w in enumerate(self.weights) if w is not None),
+                                key=lambda i: (-self.weights[i], i))
+        return out
+
+
+def test_a_move_ranked_with_a_given_order_reads_as_sorted():
+    """The move's own two candidates (same host, held source) ranked with
+    the others are left out of the others' order, with or without it."""
+    import random
+    rng = random.Random(5)
+    for _ in range(30):
+        n = rng.randint(0, 9)
+        weights = [rng.choice([None, 1.0, 2.0, 3.0]) for _ in range(n + 2)]
+        inner = _Inner(_cands(n), Candidate("src", {}, 0.0), Candidate("src", {}, 0.0))
+        got = [RankedSource(inner, ranking).move_candidates(
+            None, limit=10, source="src", released=None)
+            for ranking in (_Ranking(weights), _Ordered(weights))]
+        plain, fast = ([(c.root, c.weight) for c in view.others] for view in got)
+        assert fast == plain and len(plain) == sum(w is not None for w in weights[:n])
+        assert got[0].same_host == got[1].same_host
+        assert got[0].held_source == got[1].held_source
 
 
 def test_dropped_by_every_filter_is_empty():
