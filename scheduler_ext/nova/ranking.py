@@ -199,18 +199,19 @@ class NovaRanking:
             roots = [c.root for c in cands]
         hosts, positions = self.host_states(cands, candidate_positions(roots))
         order = self._nova_order(hosts)
-        if self.hand_over:
-            groups = [_kept(host, positions) for host in order]
-        else:   # loops in C: up to 1,000 hosts a decision
-            groups = list(map(positions.__getitem__, map(id, order)))
-        best_first = list(itertools.chain.from_iterable(groups))
-        # a host's weight is its place counted from the last: best highest
-        weights = itertools.chain.from_iterable(map(
-            itertools.repeat, map(float, range(len(order), 0, -1)), map(len, groups)))
-        weight_of = dict(zip(best_first, weights))
-        out = Weights(map(weight_of.get, range(len(cands))))
-        out.best_first = best_first
-        return out
+        out: list[float | None] = [None] * len(cands)
+        best_first: list[int] = []
+        kept = best_first.append
+        hand_over = self.hand_over
+        weight = float(len(order))
+        for host in order:
+            for i in _kept(host, positions) if hand_over else positions[id(host)]:
+                out[i] = weight
+                kept(i)
+            weight -= 1.0
+        weights = Weights(out)
+        weights.best_first = best_first
+        return weights
 
     def _nova_order(self, hosts: list) -> list:
         """The hosts nova's filters keep, in the order nova would try them.

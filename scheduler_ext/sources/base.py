@@ -189,17 +189,18 @@ class RankedCandidates(LazyCandidates):
             # a reversed sort keeps equal weights in their first order
             best_first.sort(key=weights.__getitem__, reverse=True)  # type: ignore[arg-type]
         self._order = best_first
-        self._told = 0      # ``expect`` was told of ``_order[:_told]``
+        #: ``expect`` was last told of ``_order[_told:_told + AHEAD]``
+        self._told = -self.AHEAD
 
     def __len__(self) -> int:
         return len(self._order)
 
     def _item(self, k: int) -> Candidate:
-        if k >= self._told:
+        if not self._told <= k < self._told + self.AHEAD:
             expect = getattr(self._cands, "expect", None)
             if expect is not None:
                 expect(self._order[k:k + self.AHEAD])
-            self._told = k + self.AHEAD
+            self._told = k
         i = self._order[k]
         return self._cands[i].with_weight(self._weights[i])  # type: ignore[arg-type]
 

@@ -46,8 +46,9 @@ class LazyPicks:
 
     def expect(self, ks: Sequence[int]) -> None:
         """Hint that ``ks`` (indices into ``positions``) are read next, so
-        that the next miss builds them with the one read."""
-        self.expected.extend(ks)
+        that the next miss builds them with the one read (a later hint
+        replaces an earlier one)."""
+        self.expected = list(ks)
 
     def get(self, k: int) -> Pick:
         """The pick of ``positions[k]`` (``Fit.picks``)."""
@@ -97,14 +98,18 @@ class PickedBatch(LazyCandidates):
     what a ranking reads of every candidate. A decision reads the few it
     claims and offers as alternates, out of up to 1,000."""
 
-    __slots__ = ("roots", "weights", "_picks", "_ks")
+    __slots__ = ("roots", "weights", "_picks", "_ks", "_sources")
 
     def __init__(self, roots: list[str], weights: list[float],
-                 picks: list[LazyPicks], ks: list[int]):
+                 picks: list[LazyPicks], ks: list[int],
+                 sources: Sequence[LazyPicks] | None = None):
         self.roots = roots
         self.weights = weights
         self._picks = picks
         self._ks = ks
+        #: the distinct ``LazyPicks`` of ``picks``
+        self._sources = list(sources) if sources is not None else \
+            list({id(p): p for p in picks}.values())
 
     def __len__(self) -> int:
         return len(self.roots)
@@ -114,8 +119,12 @@ class PickedBatch(LazyCandidates):
                                self._picks[k], self._ks[k])
 
     def expect(self, ks: Sequence[int]) -> None:
+        """Hint that candidates ``ks`` are read next (``LazyPicks.expect``),
+        replacing any earlier hint."""
+        for picks in self._sources:
+            picks.expected = []
         for k in ks:
-            self._picks[k].expect((self._ks[k],))
+            self._picks[k].expected.append(self._ks[k])
 
     @classmethod
     def joined(cls, batches: Sequence["PickedBatch"],
@@ -124,7 +133,8 @@ class PickedBatch(LazyCandidates):
         (positions in that concatenation)."""
         cols = [[x for b in batches for x in getattr(b, name)]
                 for name in ("roots", "weights", "_picks", "_ks")]
-        return cls(*([col[i] for i in order] for col in cols))
+        return cls(*([col[i] for i in order] for col in cols),
+                   sources=[p for b in batches for p in b._sources])
 
 
 def picked_candidates(fit: Fit, positions: Sequence[int] | np.ndarray,
@@ -139,4 +149,4 @@ def picked_candidates(fit: Fit, positions: Sequence[int] | np.ndarray,
     return PickedBatch(list(map(fit.index.uuids.__getitem__, rows.tolist())),
                        weights.tolist() if isinstance(weights, np.ndarray)
                        else list(map(float, weights)),
-                       [picks] * n, list(range(n)))
+                       [picks] * n, list(range(n)), (picks,))

@@ -5,7 +5,7 @@ in whatever order they are read."""
 from scheduler_ext.engine import CapacityIndex, Weigher
 from scheduler_ext.lab.bench_engine import flavor_requests
 from scheduler_ext.lab.synthetic import bench_fleet
-from scheduler_ext.sources.base import RankedCandidates
+from scheduler_ext.sources.base import Candidate, Inserted, RankedCandidates
 from scheduler_ext.sources.picked import LazyPicks, PickedBatch, picked_candidates
 
 
@@ -78,6 +78,24 @@ def test_a_ranked_read_builds_the_ones_ranked_next_in_one_call():
         assert ranked[j].root == cands[order[j]].root
         assert ranked[j].allocations == expected[order[j]][0]
     assert counted.calls == [[positions[k] for k in order[:LazyPicks.SINGLE]]]
+
+
+def test_placing_a_candidate_among_them_first_builds_nothing_extra():
+    """``Inserted`` reads weights here and there (a binary search) before
+    the best are read: those reads build nothing, and the first pick read
+    is built with the ones ranked after it, as without the search."""
+    _, fit, positions, weights = _fit()
+    counted = _CountedFit(fit)
+    cands = picked_candidates(counted, positions, weights)
+    ranked = RankedCandidates(cands, [float(60 - k) for k in range(60)])
+    source_host = Candidate("source", {"source": {"VCPU": 1}}, 30.5)
+    both = Inserted(ranked, source_host)
+    assert counted.calls == []
+    got = [c.root for c in both[:4]]
+    assert got == [cands[k].root for k in range(4)]
+    assert [c.allocations for c in both[:4]] == [p[0] for p in fit.picks(positions[:4])]
+    assert both[30] is source_host
+    assert counted.calls == [positions[:LazyPicks.SINGLE]]
 
 
 def test_past_the_first_few_the_rest_is_built_at_once():
