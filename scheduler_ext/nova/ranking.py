@@ -150,12 +150,33 @@ class NovaRanking:
         self.limit: int = limit or UNLIMITED
         #: which instance of a multi-create is being placed
         self.index = 0
-        self.states: dict[str, Any] = {}
+        #: the HostStates read so far and their uuids (``states``)
+        self._hosts: list = []
+        self._uuids: list[str] = []
+        self._states: dict[str, Any] | None = None
         #: whether the host states get our candidates (``reads_candidates``):
         #: handing them over costs a new object on each of up to 1,000
         #: states, and nova's default filters read none
         enabled = getattr(host_manager, "enabled_filters", None)
         self.hand_over = enabled is None or any(map(reads_candidates, enabled))
+
+    @property
+    def states(self) -> dict[str, Any]:
+        """uuid -> HostState of every host read in this call."""
+        if self._states is None:
+            self._states = dict(zip(self._uuids, self._hosts))
+        return self._states
+
+    def state(self, root: str) -> Any | None:
+        """The HostState of ``root`` read in this call, or None. Most calls
+        look up three (the host claimed and two alternates): a scan of the
+        uuids costs less than the ``states`` mapping of 1,000."""
+        if self._states is not None:
+            return self._states.get(root)
+        try:
+            return self._hosts[self._uuids.index(root)]
+        except ValueError:
+            return None
 
     def host_states(self, cands: Sequence[Candidate],
                     where: dict[str, tuple[int, ...]]
@@ -171,24 +192,26 @@ class NovaRanking:
         touched once here (its uuid), and ``rank`` finds the positions of
         nova's pick by the state's identity: the second value returned
         maps ``id(state)`` to its positions."""
-        states = self.states
-        if not states:
+        if not self._hosts:
             hosts = list(self.host_manager.get_host_states_by_uuids(
                 self.context, list(where), self.spec_obj))
             uuids = list(map(_uuid_of, hosts))
-            states.update(zip(uuids, hosts))
+            self._hosts, self._uuids = hosts, uuids
         else:   # a later instance of a multi-create: most were read already
+            states = self.states
             missing = [r for r in where if r not in states]
-            more = self.host_manager.get_host_states_by_uuids(
-                self.context, missing, self.spec_obj) if missing else ()
-            states.update((state.uuid, state) for state in more)
+            more = list(self.host_manager.get_host_states_by_uuids(
+                self.context, missing, self.spec_obj)) if missing else []
+            for state in more:
+                states[state.uuid] = state
+                self._hosts.append(state)
+                self._uuids.append(state.uuid)
             uuids = [r for r in where if r in states]
             hosts = list(map(states.__getitem__, uuids))
-        groups = list(map(where.__getitem__, uuids))
         if self.hand_over:
-            for state, positions in zip(hosts, groups):
+            for state, positions in zip(hosts, map(where.__getitem__, uuids)):
                 state.allocation_candidates = HostCandidates(cands, positions)
-        return hosts, dict(zip(map(id, hosts), groups))
+        return hosts, dict(zip(map(id, hosts), map(where.__getitem__, uuids)))
 
     def rank(self, cands: Sequence[Candidate]) -> Weights:
         """Per candidate: its weight in nova's order (higher is better), or

@@ -184,7 +184,7 @@ class NovaScheduler:
                 spec.obj_reset_changes(["instance_uuid"])
                 ranking.index = index
                 sels = self._claim(ranking, request, num_alts, early)
-                host = ranking.states[sels[0].root]
+                host = ranking.state(sels[0].root)
                 claimed.append((uuid, sels, host))
                 self._consume(host, spec, uuid, sels[0])
         except Exception:
@@ -268,7 +268,7 @@ def _nova_selections(ranking: NovaRanking, sels: list[Selection], host,
     for sel in sels[1:]:
         if len(out) > num_alts:
             break
-        alt = ranking.states.get(sel.root)
+        alt = ranking.state(sel.root)
         if alt is None or sel.root in taken or \
                 alt.cell_uuid != host.cell_uuid:
             continue

@@ -195,6 +195,10 @@ class RankedCandidates(LazyCandidates):
     def __len__(self) -> int:
         return len(self._order)
 
+    def weight_at(self, k: int) -> float:
+        """``self[k].weight``, without making the candidate."""
+        return self._weights[self._order[k]]  # type: ignore[return-value]
+
     def _item(self, k: int) -> Candidate:
         if not self._told <= k < self._told + self.AHEAD:
             expect = getattr(self._cands, "expect", None)
@@ -293,10 +297,11 @@ class Inserted(LazyCandidates):
 
     def __init__(self, best_first: Sequence[Candidate], cand: Candidate, *,
                  ahead: bool = False, front: bool = False):
+        weight_at = getattr(best_first, "weight_at", None)   # nothing made
         lo, hi = 0, 0 if front else len(best_first)
         while lo < hi:
             mid = (lo + hi) // 2
-            w = best_first[mid].weight
+            w = best_first[mid].weight if weight_at is None else weight_at(mid)
             if w > cand.weight or (w == cand.weight and not ahead):
                 lo = mid + 1
             else:

@@ -13,6 +13,7 @@ the first few read and the rest of its batch in one pass after that.
 
 from __future__ import annotations
 
+import operator
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -131,9 +132,13 @@ class PickedBatch(LazyCandidates):
                order: Sequence[int]) -> "PickedBatch":
         """``batches`` one after the other, then taken in ``order``
         (positions in that concatenation)."""
-        cols = [[x for b in batches for x in getattr(b, name)]
-                for name in ("roots", "weights", "_picks", "_ks")]
-        return cls(*([col[i] for i in order] for col in cols),
+        take = operator.itemgetter(*order) if len(order) > 1 else None
+
+        def column(name: str) -> list:
+            whole = [x for b in batches for x in getattr(b, name)]
+            return [whole[i] for i in order] if take is None else list(take(whole))
+
+        return cls(column("roots"), column("weights"), column("_picks"), column("_ks"),
                    sources=[p for b in batches for p in b._sources])
 
 

@@ -208,12 +208,17 @@ class HostCandidatesRead(unittest.TestCase):
         ranking = NovaRanking(None, None, manager, limit=None)
         ranking.rank([_candidate(r) for r in roots[:4]])
         self.assertEqual([cell_order], manager.filtered)
+        # a look-up by uuid before and after the mapping of all is built
+        self.assertEqual(roots[2], ranking.state(roots[2]).uuid)
+        self.assertIsNone(ranking.state(roots[4]))      # not read yet
+        self.assertIs(ranking.states[roots[2]], ranking.state(roots[2]))
         # a later instance of a multi-create, one host new to the call
         more = roots[1:]
         ranking.index = 1
         ranking.rank([_candidate(r) for r in more])
         self.assertEqual(more, manager.filtered[1])
         self.assertEqual(5, len(ranking.states))
+        self.assertEqual(roots[4], ranking.state(roots[4]).uuid)
 
 
 class _Tracked:

@@ -1,8 +1,8 @@
 """``ranked``: the candidates a ranking keeps, best first, equal weights in
 the source's order, each re-weighed only when read."""
 
-from scheduler_ext.sources.base import (Candidate, MoveCandidates, RankedCandidates,
-                                        RankedSource, Weights, ranked)
+from scheduler_ext.sources.base import (Candidate, Inserted, MoveCandidates,
+                                        RankedCandidates, RankedSource, Weights, ranked)
 
 
 class _Ranking:
@@ -58,6 +58,11 @@ def test_an_order_given_with_the_weights_reads_as_the_sort():
         cands = _cands(n)
         fast = RankedCandidates(cands, given)
         assert fast._order is given.best_first     # not sorted again
+        assert [fast.weight_at(k) for k in range(len(fast))] == [c.weight for c in fast]
+        new = Candidate("new", {}, 2.0)
+        for ahead in (False, True):
+            assert [c.root for c in Inserted(fast, new, ahead=ahead)] == \
+                [c.root for c in Inserted(list(fast), new, ahead=ahead)]
         assert [(c.root, c.weight) for c in fast] == \
             [(c.root, c.weight) for c in RankedCandidates(cands, weights)]
 
@@ -112,7 +117,6 @@ def test_inserted_is_where_a_stable_sort_puts_it():
     (first), at the front when ``front``."""
     import random
 
-    from scheduler_ext.sources.base import Inserted
     rng = random.Random(7)
     for n in range(0, 12):
         for _ in range(20):
