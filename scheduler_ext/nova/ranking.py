@@ -120,13 +120,13 @@ def candidate_positions(roots: Sequence[str]) -> dict[str, tuple[int, ...]]:
     return where
 
 
-def _kept(host, positions: dict[int, tuple[int, ...]]) -> tuple[int, ...]:
-    """The positions of ``host``'s candidates nova's filters kept: all of
-    them unless a filter replaced its ``allocation_candidates`` (NUMA,
-    PCI), then those of ours it kept (anything else is not ours)."""
+def _kept(host) -> tuple[int, ...]:
+    """The positions of ``host``'s candidates nova's filters kept: all we
+    handed over unless a filter replaced its ``allocation_candidates``
+    (NUMA, PCI), then those of ours it kept (anything else is not ours)."""
     kept = host.allocation_candidates
     if type(kept) is HostCandidates:
-        return positions[id(host)]
+        return kept.positions
     return tuple(sorted(ar.position for ar in kept if type(ar) is AllocationRequest))
 
 
@@ -150,10 +150,11 @@ class NovaRanking:
         self.limit: int = limit or UNLIMITED
         #: which instance of a multi-create is being placed
         self.index = 0
-        #: the HostStates read so far and their uuids (``states``)
+        #: every HostState read in this call (``states`` maps them by uuid)
         self._hosts: list = []
-        self._uuids: list[str] = []
         self._states: dict[str, Any] | None = None
+        #: the hosts of the last ``rank``'s order and their uuids (``state``)
+        self._ranked: tuple[list, list[str]] = ([], [])
         #: whether the host states get our candidates (``reads_candidates``):
         #: handing them over costs a new object on each of up to 1,000
         #: states, and nova's default filters read none
@@ -162,73 +163,72 @@ class NovaRanking:
 
     @property
     def states(self) -> dict[str, Any]:
-        """uuid -> HostState of every host read in this call."""
+        """uuid -> HostState of every host read in this call (made when
+        first asked for: by a multi-create's later instances)."""
         if self._states is None:
-            self._states = dict(zip(self._uuids, self._hosts))
+            self._states = dict(zip(map(_uuid_of, self._hosts), self._hosts))
         return self._states
 
     def state(self, root: str) -> Any | None:
-        """The HostState of ``root`` read in this call, or None. Most calls
-        look up three (the host claimed and two alternates): a scan of the
-        uuids costs less than the ``states`` mapping of 1,000."""
-        if self._states is not None:
-            return self._states.get(root)
-        try:
-            return self._hosts[self._uuids.index(root)]
-        except ValueError:
-            return None
+        """The HostState of ``root`` read in this call, or None. The host
+        claimed and its alternates are in the last ``rank``'s order: a scan
+        of its uuids costs less than mapping all 1,000 states."""
+        if self._states is None:
+            hosts, uuids = self._ranked
+            try:
+                return hosts[uuids.index(root)]
+            except ValueError:
+                pass
+        return self.states.get(root)
 
     def host_states(self, cands: Sequence[Candidate],
-                    where: dict[str, tuple[int, ...]]
-                    ) -> tuple[list, dict[int, tuple[int, ...]]]:
+                    where: dict[str, tuple[int, ...]]) -> list:
         """nova's HostStates of the roots ``where`` names (read once per
         call), in nova's order for the call's first instance (as stock nova
         hands them to its filters), in ``where``'s order after. Each is
         given its candidates (``where[root]``, positions in ``cands``) as
-        ``allocation_candidates`` when a filter reads them (``hand_over``).
-
-        At 1,000 hosts a pass over nova's objects costs about a
-        millisecond, in cache misses more than in Python: each state is
-        touched once here (its uuid), and ``rank`` finds the positions of
-        nova's pick by the state's identity: the second value returned
-        maps ``id(state)`` to its positions."""
+        ``allocation_candidates`` when a filter reads them (``hand_over``);
+        otherwise no state is touched here."""
         if not self._hosts:
             hosts = list(self.host_manager.get_host_states_by_uuids(
                 self.context, list(where), self.spec_obj))
-            uuids = list(map(_uuid_of, hosts))
-            self._hosts, self._uuids = hosts, uuids
+            self._hosts = hosts
         else:   # a later instance of a multi-create: most were read already
             states = self.states
             missing = [r for r in where if r not in states]
-            more = list(self.host_manager.get_host_states_by_uuids(
-                self.context, missing, self.spec_obj)) if missing else []
-            for state in more:
+            for state in (self.host_manager.get_host_states_by_uuids(
+                    self.context, missing, self.spec_obj) if missing else ()):
                 states[state.uuid] = state
                 self._hosts.append(state)
-                self._uuids.append(state.uuid)
-            uuids = [r for r in where if r in states]
-            hosts = list(map(states.__getitem__, uuids))
+            hosts = [states[r] for r in where if r in states]
         if self.hand_over:
-            for state, positions in zip(hosts, map(where.__getitem__, uuids)):
-                state.allocation_candidates = HostCandidates(cands, positions)
-        return hosts, dict(zip(map(id, hosts), map(where.__getitem__, uuids)))
+            for state in hosts:
+                state.allocation_candidates = HostCandidates(cands, where[state.uuid])
+        return hosts
 
     def rank(self, cands: Sequence[Candidate]) -> Weights:
         """Per candidate: its weight in nova's order (higher is better), or
         None when nova's host filters drop its host; ``best_first`` lists
-        the candidates kept in nova's order (a host's in position order)."""
+        the candidates kept in nova's order (a host's in position order).
+
+        Each host is mapped back to its candidates by its uuid, read after
+        nova's filters and weighers: at 1,000 hosts a pass over nova's
+        objects costs about a millisecond in cache misses more than in
+        Python, and nova's weighers have just touched them."""
         roots = getattr(cands, "roots", None)     # no candidate made
         if roots is None:
             roots = [c.root for c in cands]
-        hosts, positions = self.host_states(cands, candidate_positions(roots))
-        order = self._nova_order(hosts)
+        where = candidate_positions(roots)
+        order = self._nova_order(self.host_states(cands, where))
+        uuids = list(map(_uuid_of, order))
+        self._ranked = (order, uuids)
         out: list[float | None] = [None] * len(cands)
         best_first: list[int] = []
         kept = best_first.append
-        hand_over = self.hand_over
         weight = float(len(order))
-        for host in order:
-            for i in _kept(host, positions) if hand_over else positions[id(host)]:
+        for positions in (map(_kept, order) if self.hand_over
+                          else map(where.__getitem__, uuids)):
+            for i in positions:
                 out[i] = weight
                 kept(i)
             weight -= 1.0
