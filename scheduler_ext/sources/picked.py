@@ -123,10 +123,11 @@ class PickedBatch(LazyCandidates):
     def expect(self, ks: Sequence[int]) -> None:
         """Hint that candidates ``ks`` are read next (``LazyPicks.expect``),
         replacing any earlier hint."""
-        for picks in self._sources:
-            picks.expected = []
+        wanted: dict[int, list[int]] = {id(picks): [] for picks in self._sources}
         for k in ks:
-            self._picks[k].expected.append(self._ks[k])
+            wanted[id(self._picks[k])].append(self._ks[k])
+        for picks in self._sources:
+            picks.expect(wanted[id(picks)])
 
     @classmethod
     def joined(cls, batches: Sequence["PickedBatch"],
