@@ -175,12 +175,10 @@ class RankedCandidates(LazyCandidates):
     AHEAD = 8
 
     def __init__(self, cands: Sequence[Candidate],
-                 weights: Sequence[float | None],
-                 best_first: list[int] | None = None):
+                 weights: Sequence[float | None]):
         self._cands = cands
         self._weights = weights
-        if best_first is None:
-            best_first = getattr(weights, "best_first", None)
+        best_first: list[int] | None = getattr(weights, "best_first", None)
         if best_first is None:
             # compress() and the sort's key loop in C: up to 1,000 a decision
             best_first = list(itertools.compress(
@@ -256,11 +254,13 @@ class RankedSource:
         tail = iter(weights[n:])
         same, held = (None if c is None else _reweighed(c, next(tail))
                       for c in extra)
+        head = weights[:n]
         best_first = getattr(weights, "best_first", None)
-        if best_first is not None and len(weights) > n:
-            best_first = list(itertools.compress(best_first, map(n.__gt__, best_first)))
-        return MoveCandidates(same, RankedCandidates(others, weights[:n], best_first),
-                              held, view.whole_devices)
+        if best_first is not None:     # the ranking's order, without the tail's
+            head = Weights(head)
+            head.best_first = list(itertools.compress(best_first, map(n.__gt__, best_first)))
+        return MoveCandidates(same, RankedCandidates(others, head), held,
+                              view.whole_devices)
 
 
 def _reweighed(cand: Candidate, weight: float | None) -> Candidate | None:

@@ -104,14 +104,13 @@ class PickedBatch(LazyCandidates):
 
     def __init__(self, roots: list[str], weights: list[float],
                  picks: list[LazyPicks], ks: list[int],
-                 sources: Sequence[LazyPicks] | None = None):
+                 sources: Sequence[LazyPicks]):
         self.roots = roots
         self.weights = weights
         self._picks = picks
         self._ks = ks
-        #: the distinct ``LazyPicks`` of ``picks``
-        self._sources = list(sources) if sources is not None else \
-            list({id(p): p for p in picks}.values())
+        #: the ``LazyPicks`` that ``picks`` holds, each once
+        self._sources = list(sources)
 
     def __len__(self) -> int:
         return len(self.roots)
