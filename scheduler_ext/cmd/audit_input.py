@@ -19,6 +19,7 @@ A finished move may leave ``source``, ``dest`` and the resources empty;
 from __future__ import annotations
 
 import json
+import os
 import urllib.parse
 from typing import Any
 
@@ -48,7 +49,9 @@ def placement_url(url: str) -> HttpPlacement:
 def nova_conf(files: list[str]) -> cfg.ConfigOpts:
     """nova.conf parsed with our options and ``[placement]``."""
     for path in files:
-        read_text(path, "--config-file")      # exists, readable, UTF-8
+        if not os.path.exists(path):
+            raise UsageError(f"--config-file {path}: no such file")
+        read_text(path, "--config-file")      # readable, UTF-8
     conf = cfg.ConfigOpts()
     se_conf.register_opts(conf)
     try:

@@ -10,9 +10,10 @@ lists the plotted lines (panel: label), read back from the figure.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Mapping
 
-from scheduler_ext.cmd.common import UsageError
+from scheduler_ext.cmd.common import UsageError, write_atomically
 
 PANELS = ("resize success rate", "same-host resizes", "fleet utilisation",
           "reconcile window")
@@ -25,6 +26,20 @@ def require() -> None:
     except ImportError:
         raise UsageError("--plot needs matplotlib, which is not installed: "
                          "pip install 'scheduler-ext[plot]'") from None
+
+
+def check_path(path: str) -> None:
+    """UsageError unless matplotlib is installed and can write the format
+    the extension of ``path`` names (checked before any work)."""
+    require()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    formats = FigureCanvasAgg(Figure()).get_supported_filetypes()
+    ext = os.path.splitext(path)[1].lower().lstrip(".")
+    if ext not in formats:
+        raise UsageError(f"--plot {path}: the extension names no format "
+                         f"matplotlib writes; use one of "
+                         f".{', .'.join(sorted(formats))}")
 
 
 def _rate(points: list[dict[str, Any]]) -> tuple[list[int], list[float]]:
@@ -71,7 +86,11 @@ def draw(path: str, timelines: Mapping[str, list[dict[str, Any]]],
     fig.tight_layout()
     series = [f"{name}: {line.get_label()}"
               for ax, name in zip(axes.flat, PANELS) for line in ax.get_lines()]
-    fig.savefig(path, format="png", dpi=80,
-                metadata={"Title": title, "Series": json.dumps(series)})
+    ext = os.path.splitext(path)[1].lower().lstrip(".")
+    metadata: dict[str, str] | None = {"Title": title} if ext in ("png", "svg", "pdf") else None
+    if ext == "png":        # PNG keeps any text entry: the series, for tests
+        metadata = {"Title": title, "Series": json.dumps(series)}
+    with write_atomically(path, "wb") as f:
+        fig.savefig(f, format=ext, dpi=80, metadata=metadata)
     plt.close(fig)
     return series
