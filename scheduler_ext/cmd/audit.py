@@ -26,21 +26,16 @@ import sys
 from typing import Any
 
 from scheduler_ext.cmd import base, common
-from scheduler_ext.cmd import audit_input
+from scheduler_ext.cmd import audit_input, placement_access
 from scheduler_ext.cmd.audit_plan import Findings, examine
 from scheduler_ext.moves.reconcile import dump_instances
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--placement-url",
-                       help="a placement with auth_strategy=noauth2 "
-                            "(tests, labs)")
-    where.add_argument("--config-file", action="append",
-                       type=common.readable_file,
-                       help="nova.conf: placement is reached with its "
-                            "[placement] options, and nova (when installed) "
-                            "is read through its objects (repeatable)")
+    placement_access.add_arguments(
+        parser, config_help="nova.conf: placement from its [placement] "
+                            "options (unless --os-cloud), and nova (when "
+                            "installed) read through its objects (repeatable)")
     parser.add_argument("--instances", type=common.readable_file, metavar="FILE",
                         help="what nova knows, from a JSON file (instead of "
                              "reading nova); enables reconcile")
@@ -80,15 +75,12 @@ def run(args: argparse.Namespace, nova_context: Any = None) -> tuple[int, Findin
     nova.conf's databases."""
     if args.no_nova and not args.config_file:
         raise common.UsageError("--no-nova: only with --config-file (nova is "
-                                "read only through nova.conf)")
-    if args.placement_url:
-        client = audit_input.placement_url(args.placement_url)
-    else:
-        conf = audit_input.nova_conf(args.config_file)
-        client = audit_input.placement_from_conf(conf, args.config_file)
+                                "read only through nova.conf; without it "
+                                "nova is not read anyway)")
     states = known = None
     if args.instances:
         states = audit_input.instances_file(args.instances)
+    client = placement_access.client(args)
     view = _nova(args, nova_context)
     if view is not None:
         states, known = list(view.instances), view.known

@@ -25,7 +25,7 @@ from typing import Any
 
 from oslo_config import cfg
 
-from scheduler_ext.cmd import audit_input, base, common
+from scheduler_ext.cmd import base, common, placement_access
 from scheduler_ext.storage import discover as se_discover
 from scheduler_ext.storage import report as se_report
 from scheduler_ext.storage import sync as se_sync
@@ -61,12 +61,9 @@ def add_discover_arguments(d: argparse.ArgumentParser) -> None:
 def add_sync_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("reports", nargs="+", help="report files (JSON) from "
                                               "'storage discover'")
-    where = s.add_mutually_exclusive_group(required=True)
-    where.add_argument("--placement-url",
-                       help="a placement with auth_strategy=noauth2 (labs)")
-    where.add_argument("--config-file", action="append",
-                       help="nova.conf: placement from [placement], options "
-                            "from [storage] (repeatable)")
+    placement_access.add_arguments(
+        s, config_help="nova.conf: placement from [placement] (unless "
+                       "--os-cloud), options from [storage] (repeatable)")
     s.add_argument("--apply", action="store_true",
                    help="write the changes (default: dry run)")
     s.add_argument("--check-strays", action="store_true",
@@ -77,7 +74,7 @@ def add_sync_arguments(s: argparse.ArgumentParser) -> None:
 def _conf(files: list[str] | None) -> cfg.ConfigOpts:
     """nova.conf with our options, every [storage] option read and
     checked (UsageError naming the file and the setting)."""
-    conf = audit_input.nova_conf(files or [])
+    conf = placement_access.nova_conf(files or [])
     where = f"--config-file {', '.join(files or [])}" if files else "the defaults"
     for opt in conf.storage:
         try:
@@ -155,8 +152,7 @@ class Sync(base.Lister):
         topo = topology.build(reports, reserved_disk_gb=opts.reserved_disk_gb,
                               allocation_ratio=opts.disk_allocation_ratio,
                               size_tolerance=opts.size_tolerance)
-        client = (audit_input.placement_url(args.placement_url) if args.placement_url
-                  else audit_input.placement_from_conf(conf, args.config_file))
+        client = placement_access.client(args)
         the_plan = se_sync.plan(client, topo, check_strays=args.check_strays)
         rows = [("provider", f"domain {spec.domain}: provider {spec.name} "
                              f"({spec.uuid}), aggregate {spec.aggregate}, DISK_GB "
