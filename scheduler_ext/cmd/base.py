@@ -86,6 +86,17 @@ class _Conventions:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         """The sub-command's own flags."""
 
+    def _generate_columns_and_selector(self, parsed_args: argparse.Namespace,
+                                       column_names: Any) -> Any:
+        """cliff's -c check, as a usage error naming the flag."""
+        try:
+            return super()._generate_columns_and_selector(  # type: ignore[misc]
+                parsed_args, column_names)
+        except ValueError:
+            raise common.UsageError(
+                f"-c {', '.join(parsed_args.columns)}: no such column; the "
+                f"columns are: {', '.join(column_names)}") from None
+
     def error(self, text: str) -> None:
         """One line on stderr, prefixed with the command's name."""
         print(f"scheduler-ext {self.cmd_name}: error: {text}", file=sys.stderr,
@@ -102,7 +113,7 @@ class _Conventions:
             return BROKEN_PIPE
         except Exception as exc:    # every error: one line and its exit code
             code, text = classify(exc)
-            if getattr(self.app_args, "debug", False):
+            if self.app_args.debug:
                 self.app.LOG.exception(exc)
             self.error(text)
             return code

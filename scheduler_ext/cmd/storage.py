@@ -80,7 +80,9 @@ def _conf(files: list[str] | None) -> cfg.ConfigOpts:
         try:
             conf.storage[opt]
         except (cfg.Error, ValueError) as exc:
-            raise common.UsageError(f"{where}: [storage] {opt}: {exc}") from None
+            reason = str(exc).rsplit("is not valid: ", 1)[-1]
+            raise common.UsageError(f"{where}: [storage] {opt}: "
+                                    f"{reason[:1].lower()}{reason[1:]}") from None
     return conf
 
 

@@ -163,7 +163,13 @@ class HttpPlacement:
                 f"{method} {url}: placement unreachable: {unreachable_reason(exc)}"
             ) from exc
         if resp.status_code in ok:
-            return resp.json() if resp.content else None
+            try:
+                return resp.json() if resp.content else None
+            except ValueError:
+                raise errors.PlacementUnreachable(
+                    f"{method} {url}: the answer is not JSON "
+                    f"({resp.headers.get('content-type', 'no content type')}): "
+                    "is this address placement's?") from None
         detail, code = resp.text, None
         try:
             err = resp.json()["errors"][0]
