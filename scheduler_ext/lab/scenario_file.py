@@ -207,7 +207,7 @@ def _checked(data: dict[str, Any]) -> Scenario:
                                f"name {h['name']!r} used twice")
         seen[h["name"]] = "host"
     servers: set[str] = set()
-    free = _Free(hosts, data.get("sharing", []))
+    free = _Free(hosts, data.get("sharing", []), bool(data.get("storage_reports")))
     for i, s in enumerate(data.get("servers", [])):
         _known(data, ["servers", i], s, seen)
         if s["name"] in servers:
@@ -245,8 +245,10 @@ class _Free:
     present at the start are placed: a server that cannot fit is bad input,
     named by its line, not a broken invariant of the run."""
 
-    def __init__(self, hosts: list[dict[str, Any]], sharing: list[dict[str, Any]]):
+    def __init__(self, hosts: list[dict[str, Any]], sharing: list[dict[str, Any]],
+                 disk_from_reports: bool):
         self.hosts = {h["name"]: h for h in hosts}
+        self.disk_from_reports = disk_from_reports
         self.left: dict[tuple[str, str], int] = {}
         for h in hosts:
             for rc, inv in h["inventory"].items():
@@ -266,7 +268,7 @@ class _Free:
                 and rc not in host["inventory"] else host["name"]
             key = (where, rc)
             if key not in self.left:
-                if rc == "DISK_GB" and "sharing" not in host:
+                if rc == "DISK_GB" and self.disk_from_reports:
                     continue    # disk from storage_reports: placed by the run
                 raise _NameProblem(path + ["host"], f"server {server['name']!r} "
                                    f"needs {rc} but {where!r} has no {rc} "
