@@ -53,11 +53,11 @@ def test_simulate_json_and_plot(tmp_path, capsys):
         assert ours["operations"]["resize"]["attempted"] >= \
             ours["operations"]["resize"]["succeeded"] > 0
     series = json.loads(png_text(png)["Series"])
-    for strategy in ("stock", "same_host"):
-        assert f"resize success rate: {strategy}" in series
-        assert f"same-host resizes: {strategy}" in series
-        assert f"fleet utilisation: {strategy} VCPU" in series
-        assert f"reconcile window: {strategy}" in series
+    for label in ("stock", "ours"):
+        assert f"resize success, cumulative: {label}" in series
+        assert f"same-host resizes, cumulative: {label}" in series
+        assert f"fleet utilisation: {label} VCPU" in series
+        assert f"reconcile window: {label}" in series
 
 
 def test_simulate_runs_are_the_same_in_processes_and_in_one(tmp_path, capsys):

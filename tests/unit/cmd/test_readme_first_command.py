@@ -62,7 +62,7 @@ def test_readme_first_command_in_a_fresh_venv(tmp_path):
                      ".venv/bin/scheduler-ext simulate --plot run.png")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     series = json.loads(png_text(tree / "run.png")["Series"])
-    assert "resize success rate: stock" in series
-    assert "resize success rate: same_host" in series
-    assert "reconcile window: same_host" in series
-    assert "fleet utilisation: same_host MEMORY_MB" in series
+    assert "resize success, cumulative: stock" in series
+    assert "resize success, cumulative: ours" in series
+    assert "reconcile window: ours" in series
+    assert "fleet utilisation: ours MEMORY_MB" in series
