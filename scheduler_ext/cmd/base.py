@@ -24,7 +24,6 @@ import argparse
 import sys
 from typing import Any, NoReturn
 
-from cliff import _argparse
 from cliff import command as cliff_command
 from cliff import lister as cliff_lister
 from cliff import show as cliff_show
@@ -38,11 +37,9 @@ INTERNAL = 70
 BROKEN_PIPE = 141
 
 
-class OneLineParser(_argparse.ArgumentParser):
-    """cliff's parser, with a usage error printed as one line."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(common.USAGE, f"{self.prog}: error: {message}\n")
+def _one_line_error(self: argparse.ArgumentParser, message: str) -> NoReturn:
+    """A usage error printed as one line (no usage block), exit 2."""
+    self.exit(common.USAGE, f"{self.prog}: error: {message}\n")
 
 
 def classify(exc: BaseException) -> tuple[int, str]:
@@ -79,7 +76,9 @@ class _Conventions:
 
     def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)     # type: ignore[misc]
-        parser.__class__ = OneLineParser
+        # cliff's own parser class, with one-line usage errors
+        parser.__class__ = type("OneLineParser", (type(parser),),
+                                {"error": _one_line_error})
         self.add_arguments(parser)
         return parser
 

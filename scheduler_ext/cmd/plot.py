@@ -24,7 +24,7 @@ PANELS = ("resize success, cumulative", "same-host resizes, cumulative",
 #: the strategies' names on the plot, as in the table
 LABELS = {"same_host": "ours", "stock": "stock"}
 COLOURS = {"stock": "tab:red", "same_host": "tab:blue"}
-STYLES = ("-", "--", ":", "-.")
+STYLES: tuple[Any, ...] = ("-", "--", ":", "-.")
 
 
 def require() -> None:
@@ -67,8 +67,6 @@ def draw(path: str, timelines: Mapping[str, list[dict[str, Any]]],
     import matplotlib
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
-    from matplotlib.lines import Line2D
-    from matplotlib.ticker import MaxNLocator
 
     fig, axes = plt.subplots(2, 2, figsize=(12, 8), sharex=True)
     rate, same, util, window = axes.flat
@@ -85,6 +83,26 @@ def draw(path: str, timelines: Mapping[str, list[dict[str, Any]]],
                       label=f"{label} {rc}", color=colour, linestyle=style)
         window.plot(steps, [p["awaiting_reconcile"] for p in points],
                     label=label, color=colour)
+    _decorate(fig, axes, [LABELS.get(s, s) for s in timelines], classes, title)
+    series = [f"{name}: {line.get_label()}"
+              for ax, name in zip(axes.flat, PANELS) for line in ax.get_lines()]
+    ext = os.path.splitext(path)[1].lower().lstrip(".")
+    metadata: dict[str, str] | None = {"Title": title} if ext in ("png", "svg", "pdf") else None
+    if ext == "png":        # PNG keeps any text entry: the series, for tests
+        metadata = {"Title": title, "Series": json.dumps(series)}
+    with write_atomically(path, "wb") as f:
+        fig.savefig(f, format=ext, dpi=80, metadata=metadata)
+    plt.close(fig)
+    return series
+
+
+def _decorate(fig: Any, axes: Any, strategies: list[str], classes: list[str],
+              title: str) -> None:
+    """Titles, labels, whole-number ticks on counts, and one legend below
+    the panels (strategies by colour, classes by line style)."""
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator
+    rate, same, util, window = axes.flat
     for ax, name in zip(axes.flat, PANELS):
         ax.set_title(name)
         ax.grid(True, alpha=0.3)
@@ -106,20 +124,11 @@ def draw(path: str, timelines: Mapping[str, list[dict[str, Any]]],
     util.set_ylabel("used / capacity")
     window.set_ylabel("servers awaiting reconcile")
     fig.suptitle(title, fontsize="medium")
-    strategies = [Line2D([], [], color=COLOURS.get(s), label=LABELS.get(s, s))
-                  for s in timelines]
-    kinds = [Line2D([], [], color="black", linestyle=style, label=rc)
-             for rc, style in zip(classes, STYLES * len(classes))]
-    fig.legend(handles=strategies + kinds, loc="lower center",
-               ncol=len(strategies) + len(kinds), frameon=False)
+    colours = {label: COLOURS.get(s) for s, label in LABELS.items()}
+    handles = [Line2D([], [], color=colours.get(label), label=label)
+               for label in strategies]
+    handles += [Line2D([], [], color="black", linestyle=style, label=rc)
+                for rc, style in zip(classes, STYLES * len(classes))]
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles),
+               frameon=False)
     fig.tight_layout(rect=(0, 0.05, 1, 0.97))
-    series = [f"{name}: {line.get_label()}"
-              for ax, name in zip(axes.flat, PANELS) for line in ax.get_lines()]
-    ext = os.path.splitext(path)[1].lower().lstrip(".")
-    metadata: dict[str, str] | None = {"Title": title} if ext in ("png", "svg", "pdf") else None
-    if ext == "png":        # PNG keeps any text entry: the series, for tests
-        metadata = {"Title": title, "Series": json.dumps(series)}
-    with write_atomically(path, "wb") as f:
-        fig.savefig(f, format=ext, dpi=80, metadata=metadata)
-    plt.close(fig)
-    return series
