@@ -106,7 +106,7 @@ class _Conventions:
         try:
             code: int = super().run(parsed_args)    # type: ignore[misc]
         except KeyboardInterrupt:
-            self.error("interrupted; no partial file written")
+            self.error("interrupted (no file was left half-written)")
             return common.INTERRUPTED
         except BrokenPipeError:
             return BROKEN_PIPE

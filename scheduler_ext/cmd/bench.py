@@ -122,7 +122,7 @@ def _require(args: argparse.Namespace) -> None:
                     "--placement" if args.placement else "--snapshot")
             raise common.UsageError(
                 f"{flag} needs the Python module {module!r} (the test extra: "
-                "pip install -e '.[test]')")
+                f"{sys.executable} -m pip install -e '.[test]')")
     if args.scale_out and not (shutil.which("initdb") or glob.glob(
             "/usr/lib/postgresql/*/bin/initdb")):
         raise common.UsageError("--scale-out needs PostgreSQL's server binaries "

@@ -25,6 +25,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import sys
 from typing import Any, Callable, Iterator, NoReturn
 
@@ -149,6 +150,14 @@ def readable_file(text: str) -> str:
     if not os.access(text, os.R_OK):
         raise argparse.ArgumentTypeError(f"{text}: not readable")
     return text
+
+
+def setting_problem(exc: Exception) -> str:
+    """oslo.config's complaint about a setting, as "option: reason" (its
+    own text names the option inside a LocationInfo repr)."""
+    found = re.match(r"Value for option (\S+) from .* is not valid: (.*)", str(exc),
+                     re.DOTALL)
+    return f"{found.group(1)}: {found.group(2)}" if found else str(exc)
 
 
 def read_text(path: str, flag: str) -> str:

@@ -51,6 +51,18 @@ class SchedulerExt(cliff_app.App):
                          version=scheduler_ext.__version__,
                          command_manager=commands(), deferred_help=True)
 
+    def build_option_parser(self, description: str | None, version: str | None,
+                            argparse_kwargs: dict | None = None
+                            ) -> argparse.ArgumentParser:
+        """cliff's global options, named scheduler-ext whatever the program
+        path (cliff names --version after the path it was started by)."""
+        parser = super().build_option_parser(
+            description, version, dict(argparse_kwargs or {}, prog=self.NAME,
+                                        conflict_handler="resolve"))
+        parser.add_argument("--version", action="version",
+                            version=f"{self.NAME} {version}")
+        return parser
+
     def configure_logging(self) -> None:
         """oslo.log to stderr: warnings by default, -v information, -vv
         debug (cliff counts the default as 1)."""

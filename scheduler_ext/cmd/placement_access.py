@@ -30,7 +30,7 @@ from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
 from scheduler_ext import conf as se_conf
-from scheduler_ext.cmd.common import Unreachable, UsageError, read_text
+from scheduler_ext.cmd.common import Unreachable, UsageError, read_text, setting_problem
 from scheduler_ext.placement.http import HttpPlacement, unreachable_reason
 
 
@@ -99,7 +99,7 @@ def _from_conf(conf: cfg.ConfigOpts, files: list[str]) -> HttpPlacement:
         raise UsageError(f"{where} auth_type = {conf.placement.auth_type} needs "
                          f"{names}") from None
     except (cfg.Error, ValueError) as exc:
-        raise UsageError(f"{where}: {exc}") from None
+        raise UsageError(f"{where} {setting_problem(exc)}") from None
     if auth is None and not conf.placement.endpoint_override:
         raise UsageError(f"{where} sets neither auth_type nor endpoint_override: "
                          "nothing to reach placement with")
@@ -109,7 +109,7 @@ def _from_conf(conf: cfg.ConfigOpts, files: list[str]) -> HttpPlacement:
         adapter = ks_loading.load_adapter_from_conf_options(
             conf, "placement", session=session, auth=auth)
     except (cfg.Error, ValueError) as exc:
-        raise UsageError(f"{where}: {exc}") from None
+        raise UsageError(f"{where} {setting_problem(exc)}") from None
     return _checked(adapter, where)
 
 

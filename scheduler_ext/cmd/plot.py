@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import Any, Mapping
 
 from scheduler_ext.cmd.common import UsageError, write_atomically
@@ -33,7 +34,8 @@ def require() -> None:
         import matplotlib  # noqa: F401
     except ImportError:
         raise UsageError("--plot needs matplotlib, which is not installed: "
-                         "pip install 'scheduler-ext[plot]'") from None
+                         f"{sys.executable} -m pip install 'scheduler-ext[plot]'"
+                         ) from None
 
 
 def check_path(path: str) -> None:

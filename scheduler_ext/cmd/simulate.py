@@ -86,8 +86,8 @@ def _scenario_file(path: str) -> Any:
         from scheduler_ext.lab import scenario_file
     except ImportError as exc:
         raise common.UsageError(f"--scenario {path}: reading a scenario file needs "
-                                f"{exc.name}: pip install 'scheduler-ext[scenario]'"
-                                ) from None
+                                f"{exc.name}: {sys.executable} -m pip install "
+                                "'scheduler-ext[scenario]'") from None
     try:
         return scenario_file.load(common.read_text(path, "--scenario"), path)
     except scenario_file.ScenarioError as exc:

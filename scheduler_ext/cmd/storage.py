@@ -80,9 +80,8 @@ def _conf(files: list[str] | None) -> cfg.ConfigOpts:
         try:
             conf.storage[opt]
         except (cfg.Error, ValueError) as exc:
-            reason = str(exc).rsplit("is not valid: ", 1)[-1]
-            raise common.UsageError(f"{where}: [storage] {opt}: "
-                                    f"{reason[:1].lower()}{reason[1:]}") from None
+            raise common.UsageError(f"{where}: [storage] "
+                                    f"{common.setting_problem(exc)}") from None
     return conf
 
 

@@ -109,6 +109,14 @@ FILES = {
     "report-bytes.json": json.dumps({"version": 1, "host": "cn2", "path": "/x",
                                      "state": "shared", "total_bytes": "big"}),
     "instances.json": "[]",
+    "clouds.yaml": ("clouds:\n"
+                    "  keystone-down:\n    auth:\n      auth_url: http://127.0.0.1:9/v3\n"
+                    "      username: u\n      password: p\n      project_name: p\n"
+                    "      user_domain_name: Default\n      project_domain_name: Default\n"
+                    "  placement-down:\n    auth_type: none\n"
+                    "    placement_endpoint_override: http://127.0.0.1:9\n"
+                    "  half:\n    auth_type: password\n    auth:\n      username: u\n"
+                    "  odd-plugin:\n    auth_type: nonesuch\n"),
 }
 
 
@@ -251,6 +259,11 @@ TABLE = [
     (A + ["--no-nova", "--placement-url", DOWN], 2, "--no-nova: only with --config-file"),
     (A + ["--no-nova"], 2, "--no-nova: only with --config-file"),
     (A + ["--os-cloud", "nonesuch"], 2, "--os-cloud nonesuch: Cloud nonesuch was not found"),
+    (A + ["--os-cloud", "keystone-down"], 3,
+     "--os-cloud keystone-down: keystone could not be reached: connection refused"),
+    (A + ["--os-cloud", "placement-down"], 3, "placement unreachable: connection refused"),
+    (A + ["--os-cloud", "half"], 2, "--os-cloud half: the auth plugin needs auth_url"),
+    (A + ["--os-cloud", "odd-plugin"], 2, "--os-cloud odd-plugin"),
     (A + ["--os-cloud", "x", "--placement-url", DOWN], 2,
      "--placement-url: not allowed with argument --os-cloud"),
     # audit: nova.conf
@@ -269,7 +282,8 @@ TABLE = [
      "[placement]: keystone could not be reached: connection refused"),
     (A + ["--config-file", "{d}/endpoint-down.conf", "--no-nova"], 3,
      "placement unreachable: connection refused"),
-    (A + ["--config-file", "{d}/timeout.conf", "--no-nova"], 2, "timeout"),
+    (A + ["--config-file", "{d}/timeout.conf", "--no-nova"], 2,
+     "[placement] timeout: could not convert string to float: 'soon'"),
     # audit: the instances file
     (A + ["--placement-url", DOWN, "--instances", "/missing.json"], 2,
      "--instances: /missing.json: no such file"),
@@ -310,7 +324,7 @@ TABLE = [
     (D + ["--path", "/tmp", "--fstab", "{d}/binary"], 2, "--fstab {d}/binary: not UTF-8"),
     (D + ["--path", "/tmp", "--mountinfo", str(FIXTURES / "broken.mountinfo")], 2, "line 2"),
     (D + ["--path", "/tmp", "--config-file", "{d}/probe-neg.conf"], 2,
-     "[storage] probe_timeout: should be greater than or equal to 0.1"),
+     "[storage] probe_timeout: Should be greater than or equal to 0.1"),
     (D + ["--path", "/tmp", "--config-file", "{d}/probe-text.conf"], 2,
      "[storage] probe_timeout"),
     (D + ["--path", "/tmp", "--config-file", "{d}/not-ini.conf"], 2, "not an INI file"),
@@ -367,7 +381,7 @@ def rows():
 def test_bad_input(argv, code, needle, folder, web, rows, capsys, monkeypatch):
     for name in [k for k in os.environ if k.startswith("OS_")]:
         monkeypatch.delenv(name)
-    monkeypatch.setenv("OS_CLIENT_CONFIG_FILE", str(folder / "no-clouds.yaml"))
+    monkeypatch.setenv("OS_CLIENT_CONFIG_FILE", str(folder / "clouds.yaml"))
     argv = [_fill(a, folder, web) for a in argv]
     try:
         got = cli.main(argv)
