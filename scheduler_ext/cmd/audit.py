@@ -58,11 +58,17 @@ def _nova(args: argparse.Namespace, context: Any) -> Any:
                   "placement alone (--instances FILE gives what nova knows)",
                   file=sys.stderr)
             return None
+    from oslo_db import exception as db_exc     # installed with nova
+
     from scheduler_ext.nova import audit as nova_audit
     try:
         if context is None:
             context = nova_audit.admin_context(args.config_file)
         return nova_audit.read(context)
+    except db_exc.DBConnectionError as exc:
+        raise common.Unreachable(
+            f"--config-file {', '.join(args.config_file or [])}: nova's "
+            f"database could not be reached: {exc}") from None
     except Exception as exc:    # nova's config and database: any failure
         raise common.UsageError(
             f"--config-file {', '.join(args.config_file or [])}: reading nova "

@@ -1,7 +1,7 @@
 """The base classes of every sub-command: cliff's ``Command``, ``Lister``
 and ``ShowOne`` with our conventions (``common``).
 
-A sub-command is one class here-based, registered by one line in
+A sub-command is one class based on these, registered by one line in
 ``main.COMMANDS``. Its ``take_action`` returns what cliff's formatters
 print (a Lister: columns and rows; a ShowOne: fields and values) and may
 set ``self.exit_code`` (``common.FINDINGS`` when it found something). What
@@ -48,9 +48,10 @@ def classify(exc: BaseException) -> tuple[int, str]:
         return common.USAGE, str(exc)
     if isinstance(exc, common.Unreachable):
         return common.UNREACHABLE, str(exc)
+    if isinstance(exc, (errors.PlacementUnreachable, errors.PlacementDatabaseError)):
+        return common.UNREACHABLE, str(exc)         # placement said nothing
     if isinstance(exc, errors.PlacementUnavailable):
-        return common.UNREACHABLE, f"placement answered: {exc}" \
-            if not isinstance(exc, errors.PlacementUnreachable) else str(exc)
+        return common.UNREACHABLE, f"placement answered: {exc}"
     if isinstance(exc, errors.InvalidInput):
         return common.USAGE, str(exc)
     if isinstance(exc, errors.PlacementError):
@@ -125,10 +126,6 @@ class Command(_Conventions, cliff_command.Command):
 
 class Lister(_Conventions, cliff_lister.Lister):
     """A sub-command printing rows (columns, rows) through cliff."""
-
-    @property
-    def need_sort_by_cliff(self) -> bool:
-        return True
 
 
 class ShowOne(_Conventions, cliff_show.ShowOne):

@@ -101,7 +101,8 @@ class _Bars:
         self.bars: dict[str, Any] = {}
         if enabled and total:
             from tqdm import tqdm
-            self.bars = {s: tqdm(total=total, desc=f"{s:>10}", unit="step",
+            self.bars = {s: tqdm(total=total, unit="step",
+                                 desc=f"{simulate_report.HEADERS.get(s, s):>6}",
                                  position=i, file=sys.stderr, leave=True,
                                  dynamic_ncols=True)
                          for i, s in enumerate(strategies)}
