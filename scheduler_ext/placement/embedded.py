@@ -47,8 +47,8 @@ from scheduler_ext.placement.change_log import ChangeLog, Changes
 from scheduler_ext.placement.ledger import AllocationLedger
 from scheduler_ext.placement.validation import answered_as_placement
 from scheduler_ext.placement.model import (
-    AllocationWrite, ConsumerAllocations, FleetSnapshot, Inventory, Provider,
-    ProviderRecord)
+    SHARING_TRAIT, AllocationWrite, ConsumerAllocations, FleetSnapshot,
+    Inventory, Provider, ProviderRecord)
 
 
 @dataclasses.dataclass
@@ -133,6 +133,13 @@ class EmbeddedPlacement:
     def list_providers(self) -> list[Provider]:
         with self._lock:
             return [p.public() for p in self._providers.values()]
+
+    @answered_as_placement
+    def list_sharing_providers(self, aggregates: Iterable[str]) -> list[Provider]:
+        aggs = validation.names(aggregates, validation.uuid, "aggregates")
+        with self._lock:
+            return [p.public() for p in self._providers.values()
+                    if SHARING_TRAIT in p.traits and p.aggregates & aggs]
 
     @answered_as_placement
     def get_provider(self, rp_uuid: str) -> Provider:
