@@ -368,8 +368,13 @@ class EmbeddedPlacement:
         """Placement's ``_set_allocations``: check every row against the
         usage left once the named consumers' allocations are dropped, then
         commit all or nothing."""
-        rows = self._rows(checked)
         old = {c: self._consumers[c].allocations for c in checked}
+        rows = write_capacity.rows(checked, old)
+        for _, _, rc, _ in rows:
+            if not self._known_rc(rc):
+                raise errors.InvalidRequest(
+                    f"unable to allocate inventory: no such resource class {rc}",
+                    field="resource_class", value=rc)
         write_capacity.check(
             rows, self._ledger.usage, old,
             {rp: self._providers[rp].inventories for _, rp, _, _ in rows})
@@ -387,21 +392,3 @@ class EmbeddedPlacement:
             self._consumers[c].generation += 1
             if not self._consumers[c].allocations:
                 del self._consumers[c]
-
-    def _rows(self, checked: Mapping[str, AllocationWrite]) -> list[tuple[str, str, str, int]]:
-        """(consumer, rp, rc, amount) of the write; 0 marks a row of a
-        consumer being emptied. An unknown class is a 400."""
-        rows: list[tuple[str, str, str, int]] = []
-        for c, write in checked.items():
-            if write.allocations:
-                rows += [(c, rp, rc, n) for rp, res in write.allocations.items()
-                         for rc, n in res.items()]
-            else:
-                rows += [(c, rp, rc, 0) for rp, res in
-                         self._consumers[c].allocations.items() for rc in res]
-        for _, _, rc, _ in rows:
-            if not self._known_rc(rc):
-                raise errors.InvalidRequest(
-                    f"unable to allocate inventory: no such resource class {rc}",
-                    field="resource_class", value=rc)
-        return rows

@@ -17,14 +17,3 @@ def client(real_client):
     real_client.create_trait(unit.TRAIT)
     return real_client
 
-
-def test_real_placement_lists_the_sharing_providers_of_aggregates(real_client):
-    """What the placement source reads to find the sharing providers of
-    the source's aggregates."""
-    host = unit._host(real_client, "host1")
-    ss1 = unit._sharing(real_client, "ss1", 100)
-    real_client.create_provider("elsewhere")
-    assert [p.uuid for p in real_client.list_sharing_providers([unit.AGG])] == [ss1]
-    assert real_client.list_sharing_providers([]) == []
-    assert host not in {p.uuid for p in real_client.list_sharing_providers(
-        [unit.AGG])}

@@ -16,6 +16,7 @@ import uuid
 
 import pytest
 
+from scheduler_ext import errors
 from scheduler_ext.lab import invariants
 from scheduler_ext.lab.fleet import SHARING_TRAIT, add_host
 from scheduler_ext.lab.nova_model import Server
@@ -179,3 +180,17 @@ def test_same_host_finds_a_class_only_a_sharing_provider_supplies(
     model.confirm(SERVER)
     _reconciled(client, model)
     assert client.get_usages(ss1) == {"DISK_GB": 20}
+
+
+def test_list_sharing_providers_names_the_sharing_providers_of_aggregates(client):
+    """What the placement source reads to find the sharing providers of
+    the source's aggregates (``GET /resource_providers?member_of=in:...
+    &required=MISC_SHARES_VIA_AGGREGATE`` on a real placement)."""
+    _host(client, "host1")
+    ss1 = _sharing(client, "ss1", 100)
+    add_host(client, "ss-elsewhere", {"DISK_GB": Inventory(100)},
+             (str(uuid.UUID(int=78)),), (SHARING_TRAIT,))
+    assert [p.uuid for p in client.list_sharing_providers([AGG])] == [ss1]
+    assert client.list_sharing_providers([]) == []
+    with pytest.raises(errors.InvalidRequest, match="aggregates"):
+        client.list_sharing_providers(["not-a-uuid"])
