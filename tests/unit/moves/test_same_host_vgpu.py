@@ -40,10 +40,16 @@ def _vgpu_host(client, vgpus_per_pgpu, vcpu=8):
                                {"VGPU": Inventory(vgpus_per_pgpu)})
 
 
-def _flow(strategy, engine, end, vgpus_per_pgpu=1, vcpu=8):
+@pytest.fixture
+def fresh():
+    """A new empty placement per call (the functional module gives the
+    real placement, emptied)."""
+    return lambda: PlacementWithCandidates(EmbeddedPlacement())
+
+
+def _flow(client, strategy, engine, end, vgpus_per_pgpu=1, vcpu=8):
     """Boot on pGPU 1, resize on the one host, then ``end``; (the state
     during VERIFY_RESIZE, the state after ``end`` and one reconcile)."""
-    client = PlacementWithCandidates(EmbeddedPlacement())
     _vgpu_host(client, vgpus_per_pgpu, vcpu)
     _, model = start(client, strategy, engine=engine)
     old = {k: v for k, v in OLD.items() if k != "VGPU"}
@@ -66,31 +72,33 @@ def _flow(strategy, engine, end, vgpus_per_pgpu=1, vcpu=8):
 @pytest.mark.parametrize("engine", ["numpy", "placement"])
 @pytest.mark.parametrize("end", ["confirm", "revert"])
 def test_same_host_vgpu_resize_claims_the_new_vgpu_beside_the_old_as_stock(
-        engine, end):
+        fresh, engine, end):
     """Each pGPU has one vGPU: the new one can only be on pGPU 2. Before
     the fix the instance held max(old, new) with its vGPU kept on pGPU 1,
     where nova cannot create the new mediated device beside the old."""
-    during, after = _flow("same_host", engine, end)
+    during, after = _flow(fresh(), "same_host", engine, end)
     usage, held = during
     assert usage[PGPU1] == {"VGPU": 1} and usage[PGPU2] == {"VGPU": 1}
     assert held[SERVER][PGPU2] == {"VGPU": 1}
-    assert (during, after) == _flow("stock", engine, end)
+    assert (during, after) == _flow(fresh(), "stock", engine, end)
 
 
 @pytest.mark.parametrize("engine", ["numpy", "placement"])
-def test_same_host_vgpu_resize_fits_new_beside_old_on_one_pgpu(engine):
+def test_same_host_vgpu_resize_fits_new_beside_old_on_one_pgpu(fresh, engine):
     """A pGPU with room for both: the new vGPU beside the old one, on the
     same host, as stock does; confirm leaves one."""
-    during, after = _flow("same_host", engine, "confirm", vgpus_per_pgpu=4)
+    during, after = _flow(fresh(), "same_host", engine, "confirm",
+                          vgpus_per_pgpu=4)
     usage = during[0]
     assert usage[PGPU1]["VGPU"] + usage[PGPU2]["VGPU"] == 2
     assert after[0][PGPU1]["VGPU"] + after[0][PGPU2]["VGPU"] == 1
-    assert (during, after) == _flow("stock", engine, "confirm",
+    assert (during, after) == _flow(fresh(), "stock", engine, "confirm",
                                     vgpus_per_pgpu=4)
 
 
 @pytest.mark.parametrize("engine", ["numpy", "placement"])
-def test_same_host_vgpu_resize_needs_both_flavors_beside_each_other(engine):
+def test_same_host_vgpu_resize_needs_both_flavors_beside_each_other(
+        fresh, engine):
     """2 VCPU cannot hold old 1 + new 2 beside each other: the resize
     finds no host, as with stock (max(old, new) would fit), and leaves
     every allocation as it was."""
