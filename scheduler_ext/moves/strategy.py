@@ -36,10 +36,9 @@ new flavors never share one (nova attaches the new devices, or creates
 the new mediated devices, while the old stay assigned), and only a
 migration holding the old ones lets confirm free them and revert free the
 new ones. So when the old allocations or the same-host candidate use a
-device, the same host is taken as nova takes it: the new flavor beside the
-old (``MoveCandidates.held_source``), written as for another host. So is
-a source the candidate source could not check with the old allocations
-freed (``MoveCandidates.beside_old``).
+device (``MoveCandidates.beside_old``), the same host is taken as nova
+takes it: the new flavor beside the old (``MoveCandidates.held_source``),
+written as for another host.
 """
 
 from __future__ import annotations

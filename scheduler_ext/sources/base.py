@@ -54,8 +54,7 @@ class MoveCandidates:
     claim on a reschedule), else None. ``beside_old``: the source can only
     be taken as nova takes it, the new flavor beside the old
     (``held_source``): the old allocations or ``same_host`` use a device
-    the two flavors never share (``engine.pinned.whole_devices``), or the
-    source could not be checked with the old allocations freed (see
+    the two flavors never share (``engine.pinned.whole_devices``; see
     ``moves.strategy``).
     """
 

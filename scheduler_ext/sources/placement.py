@@ -14,9 +14,10 @@ them), with the old allocations released and kept on the providers they
 use (``engine.pinned``), as the engine source does: the source is offered
 whatever ``placement_results_limit`` cuts from placement's answer.
 Placement has accepted the query by then, so every name it uses exists.
-A query beyond the engine itself (more than 64 required trait groups)
-takes the source as nova does: the new flavor beside the old, from
-placement's whole answer.
+Only a query beyond the engine itself (more than 64 required trait groups,
+which placement on MySQL or SQLite cannot answer either) raises
+Unsupported, before anything is written: the caller schedules it its own
+way (nova's adapter: nova's scheduler).
 """
 
 from __future__ import annotations
@@ -73,11 +74,8 @@ class PlacementCandidateSource:
         """Placement's answer is always fresh: nothing to re-read."""
         return False
 
-    def _ask(self, query: CandidateRequest, *, whole: bool = False
-             ) -> tuple[list[Candidate], dict]:
-        """Placement's answer (``placement_results_limit`` of them, every
-        one when ``whole``) and its provider summaries."""
-        params = query.replace(limit=None if whole else self.results).to_query()
+    def _ask(self, query: CandidateRequest) -> tuple[list[Candidate], dict]:
+        params = query.replace(limit=self.results).to_query()
         answer = self.client.allocation_candidates(params)
         summaries = answer["provider_summaries"]
         cands = [Candidate(_root(req, summaries), allocations.from_request(req),
@@ -115,10 +113,7 @@ class PlacementCandidateSource:
             answer = next((c for c in weighed if c.root == source), None)
             return MoveCandidates(answer, [c for c in weighed
                                            if c.root != source][:limit], answer)
-        try:
-            same, held, view, devices = self._on_source(query, source, released)
-        except errors.Unsupported:
-            return self._beside_old(query, limit, source)
+        same, held, view, devices = self._on_source(query, source, released)
         # every host weighed against one view: the source's providers as
         # they are with the old allocations released (as the engine does)
         pool = [c for c in cands if c.root != source]
@@ -130,18 +125,6 @@ class PlacementCandidateSource:
         return MoveCandidates(same_c, [c for c in weighed
                                        if c.root != source][:limit], held_c,
                               bool(devices))
-
-    def _beside_old(self, query: CandidateRequest, limit: int,
-                    source: str) -> MoveCandidates:
-        """The source as nova takes it (the new flavor beside the old, its
-        best answer among every one placement gives), the other hosts as
-        they are."""
-        cands, summaries = self._ask(query, whole=True)
-        weighed = self._weighed(cands, summaries)
-        held = next((c for c in weighed if c.root == source), None)
-        return MoveCandidates(None, [c for c in weighed
-                                     if c.root != source][:limit], held,
-                              beside_old=True)
 
     def _on_source(self, query: CandidateRequest, source: str,
                    released: Allocations

@@ -17,3 +17,4 @@ def client(real_client):
     real_client.create_trait(unit.TRAIT)
     return real_client
 
+

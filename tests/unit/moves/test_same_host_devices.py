@@ -150,22 +150,23 @@ def test_without_devices_the_same_full_host_takes_max_old_new(
     assert client.get_consumer(move.migration_uuid).allocations == {}
 
 
-def test_a_source_beyond_the_engine_is_taken_new_beside_old_from_placement(
+def test_a_source_beyond_the_engine_is_answered_unsupported_writing_nothing(
         client, tmp_path, monkeypatch):
     """The placement source, for a query beyond the engine even on the
-    source's own providers, takes the source as nova does (placement's
-    answer, the new flavor beside the old): the old device is not shared,
-    and nothing is released before the claim."""
+    source's own providers, writes nothing (no release: nova's own
+    scheduler takes such a query, ``nova.scheduler``)."""
     def beyond_the_engine(*args, **kwargs):
         raise errors.Unsupported("a query the engine cannot model")
 
     monkeypatch.setattr(PlacementCandidateSource, "_on_source",
                         beyond_the_engine)
-    booted = _booted(client, "placement", tmp_path, 1)
-    writes = booted[0].client.writes
-    _assert_new_beside_old(client, *booted)
-    # nova's conductor moving the old flavor to the migration, the claim
-    assert booted[0].client.writes - writes == 2
+    drv, model, cn, devices = _booted(client, "placement", tmp_path, 1)
+    usage, held = invariants.state(client)
+    with pytest.raises(errors.Unsupported, match="cannot model"):
+        _resize_with_devices(drv, model, 2)
+    # as nova's conductor left it: the old flavor moved to the migration
+    migration = model.servers[SERVER].moves[-1].migration_uuid
+    assert invariants.state(client) == (usage, {migration: held[SERVER]})
 
 
 @settings(max_examples=150, deadline=None, derandomize=True,
