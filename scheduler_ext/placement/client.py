@@ -14,8 +14,8 @@ from typing import Iterable, Mapping, Protocol, runtime_checkable
 from scheduler_ext import errors
 from scheduler_ext.placement.change_log import Changes
 from scheduler_ext.placement.model import (
-    DEVICE_CLASSES, WHOLE_DEVICE_TRAIT, AllocationWrite, Allocations, ConsumerAllocations,
-    FleetSnapshot, Inventory, Provider, ProviderRecord)
+    DEVICE_CLASSES, WHOLE_DEVICE_TRAIT, AllocationWrite, Allocations,
+    ConsumerAllocations, FleetSnapshot, Inventory, Provider, ProviderRecord)
 
 
 @runtime_checkable
