@@ -44,8 +44,9 @@ def unreachable_reason(exc: Exception) -> str:
     at = re.search(r"(https?://[^\s:/]+(?::\d+)?[^\s:]*)", text)
     where = f" ({at.group(1)})" if at else ""
     if isinstance(exc, ks_exc.SSLError):
-        return ("TLS handshake failed: an https:// address for an http:// "
-                f"server, or a certificate not trusted{where}")
+        # the library's words tell a wrong scheme from an untrusted certificate
+        return ("TLS handshake failed (an https:// address for an http:// "
+                f"server, or a certificate not trusted): {text}")
     if isinstance(exc, (ks_exc.ConnectTimeout, ks_exc.RequestTimeout)):
         return f"no answer in time{where}"
     if isinstance(exc, ks_exc.EndpointNotFound):
