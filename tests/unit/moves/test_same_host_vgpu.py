@@ -92,8 +92,23 @@ def test_same_host_vgpu_resize_fits_new_beside_old_on_one_pgpu(fresh, engine):
     usage = during[0]
     assert usage[PGPU1]["VGPU"] + usage[PGPU2]["VGPU"] == 2
     assert after[0][PGPU1]["VGPU"] + after[0][PGPU2]["VGPU"] == 1
-    assert (during, after) == _flow(fresh(), "stock", engine, "confirm",
-                                    vgpus_per_pgpu=4)
+    stock = _flow(fresh(), "stock", engine, "confirm", vgpus_per_pgpu=4)
+    # either pGPU has room: which one takes the new vGPU follows placement's
+    # candidate order, which a real placement does not fix between runs
+    assert _pgpus_pooled((during, after)) == _pgpus_pooled(stock)
+
+
+def _pgpus_pooled(states):
+    """The states with the two pGPUs counted as one provider."""
+    def pool(by_rp):
+        pooled = {rp: dict(v) for rp, v in by_rp.items()
+                  if rp not in (PGPU1, PGPU2)}
+        vgpus = sum(by_rp.get(rp, {}).get("VGPU", 0) for rp in (PGPU1, PGPU2))
+        if vgpus or PGPU1 in by_rp or PGPU2 in by_rp:
+            pooled["pgpus"] = {"VGPU": vgpus}
+        return pooled
+    return [(pool(usage), {c: pool(a) for c, a in held.items()})
+            for usage, held in states]
 
 
 @pytest.mark.parametrize("engine", ["numpy", "placement"])
