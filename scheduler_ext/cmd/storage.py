@@ -8,9 +8,10 @@
   one (the report is printed either way), 2 for bad input, a path that
   does not exist, or a hung filesystem.
 * ``sync``: read every host's report, build one sharing provider per
-  storage domain and show (dry run, the default) or ``--apply`` the writes
-  that make placement match. A second run writes nothing. Exit 1 if the
-  plan is refused (it would shrink inventory below what is allocated).
+  filesystem and show (dry run, the default) or ``--apply`` the writes
+  that make placement match; ``--prune`` also plans the removals. A second
+  run writes nothing. Exit 1 if the plan is refused (it would shrink
+  inventory below what is allocated).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from oslo_config import cfg
 from scheduler_ext import conf as se_conf
 from scheduler_ext.placement.http import HttpPlacement
 from scheduler_ext.storage import discover as se_discover
+from scheduler_ext.storage import identity
 from scheduler_ext.storage import report as se_report
 from scheduler_ext.storage import sync as se_sync
 from scheduler_ext.storage import topology
@@ -67,9 +69,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "from [storage] (repeatable)")
     s.add_argument("--apply", action="store_true",
                    help="write the changes (default: dry run)")
+    s.add_argument("--prune", action="store_true",
+                   help="also plan removals: hosts whose report says local or "
+                        "lost-mount, names another filesystem, or is missing "
+                        "leave our aggregates; sharing providers no report "
+                        "names are deleted if they hold no allocations (one "
+                        "read per provider)")
     s.add_argument("--check-strays", action="store_true",
-                   help="also warn about providers in a domain's aggregate "
-                        "that no report lists (one read per provider)")
+                   help="also warn about hosts in our aggregates that no "
+                        "report lists (one read per provider)")
     s.set_defaults(storage_handler=run_sync)
 
 
@@ -98,7 +106,8 @@ def run_discover(args: argparse.Namespace) -> int:
     tables = se_discover.read_tables(probe, args.mountinfo, args.fstab)
     found = se_discover.discover(probe, path, tables,
                                  expect_shared=args.expect_shared,
-                                 write_token=not args.read_only)
+                                 write_token=not args.read_only,
+                                 facts=identity.SystemFacts())
     print(found.to_json())
     return 0 if found.state in ("shared", "local") else 1
 
@@ -124,12 +133,14 @@ def run_sync(args: argparse.Namespace) -> int:
                           size_tolerance=opts.size_tolerance)
     client = (HttpPlacement.from_url(args.placement_url) if args.placement_url
               else HttpPlacement.from_conf(conf))
-    the_plan = se_sync.plan(client, topo, check_strays=args.check_strays)
+    the_plan = se_sync.plan(client, topo, prune=args.prune,
+                            check_strays=args.check_strays)
     for spec in topo.providers:
-        print(f"domain {spec.domain}: provider {spec.name} ({spec.uuid}), "
-              f"aggregate {spec.aggregate}, DISK_GB {spec.inventory.total} "
-              f"(reserved {spec.inventory.reserved}), hosts "
-              f"{', '.join(spec.members)}")
+        print(f"filesystem {spec.filesystem}: provider {spec.name} "
+              f"({spec.uuid}), aggregate {spec.aggregate}, DISK_GB "
+              f"{spec.inventory.total} (reserved {spec.inventory.reserved}), "
+              f"hosts {', '.join(spec.members)}, directories "
+              f"{', '.join(spec.domains)}")
     for warning in the_plan.warnings:
         print(f"warning: {warning}")
     for refusal in the_plan.refusals:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import posixpath
 
-from scheduler_ext.storage import filesystems, mountinfo
+from scheduler_ext.storage import filesystems, identity, mountinfo
 from scheduler_ext.storage.errors import (
     MountinfoError, PathNotFound, StorageError)
 from scheduler_ext.storage.probe import Probe
@@ -54,7 +54,8 @@ def _lost(probe: Probe, path: str, where: str, problem: str) -> HostReport:
 
 
 def discover(probe: Probe, path: str, tables: Tables, *,
-             expect_shared: bool = False, write_token: bool = True) -> HostReport:
+             expect_shared: bool = False, write_token: bool = True,
+             facts: identity.ClusterFacts | None = None) -> HostReport:
     """The report for ``path`` on ``probe.host``. Raises StorageError
     subclasses (naming host and path) for a mount table that does not
     parse, a path that does not exist and a call that hangs."""
@@ -87,15 +88,16 @@ def discover(probe: Probe, path: str, tables: Tables, *,
         return _lost(probe, path, "",
                      f"expected on shared storage but on {holder.fstype} "
                      f"{holder.source} mounted at {holder.mount_point}")
-    return _describe(probe, path, real, holder, kind, device, write_token)
+    return _describe(probe, path, real, holder, kind, device, write_token,
+                     facts or identity.NoFacts())
 
 
 def _describe(probe: Probe, path: str, real: str, holder: mountinfo.MountEntry,
               kind: filesystems.FsKind, device: tuple[int, int],
-              write_token: bool) -> HostReport:
+              write_token: bool, facts: identity.ClusterFacts) -> HostReport:
     where = f"host {probe.host}, path {path}"
     size = probe.size(real)
-    facts = HostReport(
+    report = HostReport(
         host=probe.host, path=path, state="local", fstype=holder.fstype,
         fs_class=kind.fs_class.value, family=kind.family,
         mount_point=holder.mount_point, mount_root=holder.root,
@@ -108,25 +110,31 @@ def _describe(probe: Probe, path: str, real: str, holder: mountinfo.MountEntry,
                    f"at {holder.mount_point} ({holder.fstype}); the mount "
                    "table and the path disagree")
         return dataclasses.replace(
-            facts, state="unconfirmed" if kind.shared else "local",
+            report, state="unconfirmed" if kind.shared else "local",
             problems=(problem,))
     if not kind.shared:
-        return facts
+        return report
     token = probe.ensure_token(real) if write_token else probe.read_token(real)
     seen = probe.hosts_seen(real, token) if token else ()
     key = filesystems.storage_key(kind, holder.source, holder.option)
+    key, note = probe.call(
+        "read the filesystem's identity", real,
+        lambda: identity.resolve(kind, holder.source, key, holder.option, facts))
     domain = filesystems.domain_id(kind, key, mountinfo.location(holder, real),
                                    token)
     if domain is None:
-        return dataclasses.replace(facts, state="unconfirmed", problems=(
+        return dataclasses.replace(report, state="unconfirmed", problems=(
             f"{where}: {holder.fstype} source {holder.source!r} does not name "
             "its storage and there is no domain token; run discover without "
             "--read-only",))
-    problems = () if token else (
+    problems = (() if token else (
         f"{where}: no domain token; other hosts cannot confirm they share "
-        "this directory (run discover without --read-only)",)
-    return dataclasses.replace(facts, state="shared", domain=domain,
-                               token=token, hosts_seen=seen, problems=problems)
+        "this directory (run discover without --read-only)",)) + \
+        ((f"{where}: {note}",) if note else ())
+    return dataclasses.replace(
+        report, state="shared", domain=domain,
+        filesystem=filesystems.filesystem_id(kind, key), token=token,
+        hosts_seen=seen, problems=problems)
 
 
 def read_tables(probe: Probe, mountinfo_file: str = "/proc/self/mountinfo",
