@@ -7,6 +7,10 @@
   ``shared`` or ``local`` path, 1 for a ``lost-mount`` or ``unconfirmed``
   one (the report is printed either way), 2 for bad input, a path that
   does not exist, or a hung filesystem.
+* ``migrate-disk``: move the DISK_GB allocations nova left on compute
+  nodes in a sharing aggregate to the sharing provider (dry run unless
+  ``--apply``), and say which nova setting keeps it so. Exit 1 if a
+  consumer could not be moved (it is left as it was).
 * ``sync``: read every host's report, build one sharing provider per
   filesystem and show (dry run, the default) or ``--apply`` the writes
   that make placement match; ``--prune`` also plans the removals. A second
@@ -24,6 +28,7 @@ from oslo_config import cfg
 
 from scheduler_ext import conf as se_conf
 from scheduler_ext.placement.http import HttpPlacement
+from scheduler_ext.storage import diskmigration
 from scheduler_ext.storage import discover as se_discover
 from scheduler_ext.storage import identity
 from scheduler_ext.storage import report as se_report
@@ -79,6 +84,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="also warn about hosts in our aggregates that no "
                         "report lists (one read per provider)")
     s.set_defaults(storage_handler=run_sync)
+    g = sub.add_parser(
+        "migrate-disk",
+        help="move DISK_GB allocations from compute nodes to their sharing "
+             "provider (nova bug 1784020)",
+        description="move every consumer's DISK_GB from a compute node in a "
+                    "sharing aggregate to the sharing provider, one atomic "
+                    "write per consumer, and stop the compute node from "
+                    "offering DISK_GB; dry run unless --apply")
+    where = g.add_mutually_exclusive_group(required=True)
+    where.add_argument("--placement-url",
+                       help="a placement with auth_strategy=noauth2 (labs)")
+    where.add_argument("--config-file", action="append",
+                       help="nova.conf: placement from [placement] "
+                            "(repeatable)")
+    g.add_argument("--apply", action="store_true",
+                   help="write the moves (default: dry run)")
+    g.set_defaults(storage_handler=run_migrate_disk)
 
 
 def _conf(files: list[str] | None) -> cfg.ConfigOpts:
@@ -157,3 +179,36 @@ def run_sync(args: argparse.Namespace) -> int:
           + ("" if args.apply or not the_plan.changes
              else " (dry run: --apply writes them)"))
     return 0
+
+
+def run_migrate_disk(args: argparse.Namespace) -> int:
+    conf = _conf(args.config_file)
+    client = (HttpPlacement.from_url(args.placement_url) if args.placement_url
+              else HttpPlacement.from_conf(conf))
+    the_plan = diskmigration.plan(client)
+    print(f"nova: {diskmigration.NOVA_SETTING}")
+    for node in the_plan.nodes:
+        print(f"compute node {node.name} shares {node.sharing_name}"
+              + ("" if node.closed else
+                 f"; its DISK_GB allocation_ratio goes to "
+                 f"{diskmigration.CLOSED_RATIO:g} (offers nothing)"))
+    for skipped in the_plan.skipped:
+        print(f"skipped: {skipped}")
+    if not args.apply:
+        for move in the_plan.moves:
+            print(f"would move: {move.describe()}")
+        print(f"{len(the_plan.moves)} consumers to move, "
+              f"{len(the_plan.to_close)} compute nodes to close"
+              + (" (dry run: --apply writes them)"
+                 if the_plan.moves or the_plan.to_close else ""))
+        return 0
+    result = diskmigration.apply(client, the_plan)
+    for move in result.moved:
+        print(f"moved: {move.describe()}")
+    for node in result.closed:
+        print(f"closed: compute node {node.name} DISK_GB")
+    for why in result.failed.values():
+        print(f"failed: {why}")
+    print(f"{len(result.moved)} consumers moved, {len(result.closed)} compute "
+          f"nodes closed, {len(result.failed)} failed")
+    return 1 if result.failed else 0

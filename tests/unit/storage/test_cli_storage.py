@@ -113,7 +113,7 @@ def readme_commands():
 
 def test_readme_commands_parse_and_the_local_one_runs(capsys):
     commands = readme_commands()
-    assert len(commands) == 5
+    assert len(commands) == 7
     parser = cli.build_parser()
     for command in commands:
         argv = shlex.split(command.split(" > ")[0])[1:]
