@@ -18,9 +18,11 @@ default), nova keeps the DISK_GB ``allocation_ratio`` placement holds
 own ratio, else ``initial_disk_allocation_ratio`` for a new inventory). The
 migration sets it to ``CLOSED_RATIO``, so the compute node's DISK_GB
 capacity stays below 1 GiB: it keeps being reported, it offers nothing,
-and nova leaves it so. A ``disk_allocation_ratio`` set on that host puts
-the ratio back at its next resource update: ``plan`` cannot see nova.conf,
-so the command says so.
+and nova leaves it so (``tests/nova/cases_storage.py`` checks it across
+nova's provider cache refresh). A ``disk_allocation_ratio`` set on that
+host puts the ratio back once nova refreshes its cache of the provider
+(``[compute] resource_provider_association_refresh``): ``plan`` cannot see
+nova.conf, so the command says so.
 
 One atomic write per consumer (``PUT /allocations/{consumer}`` with its
 consumer generation): the consumer's other allocations are kept, its
@@ -55,7 +57,8 @@ NOVA_SETTING = (
     "[DEFAULT] disk_allocation_ratio unset in nova.conf on these hosts: "
     "nova then keeps the allocation_ratio this command writes "
     f"({CLOSED_RATIO:g}), so the compute node offers no DISK_GB. A value "
-    "set there puts the ratio back at the next resource update.")
+    "set there puts the ratio back at nova's next provider cache refresh "
+    "([compute] resource_provider_association_refresh).")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,7 +37,7 @@ TARGETS = ["tests.nova.cases_adapter", "tests.nova.cases_ranking",
            "tests.nova.cases_early_reads", "tests.nova.cases_host_reads",
            "tests.nova.cases_scenarios", "tests.nova.cases_audit",
            "tests.nova.cases_startup", "tests.nova.cases_nova22",
-           "tests.nova.cases_window", NESTED, PCI]
+           "tests.nova.cases_window", "tests.nova.cases_storage", NESTED, PCI]
 if os.environ.get("SCHEDULER_EXT_NOVA_MOVES", "1") != "0":
     TARGETS.append(MOVING)
 #: nova's tests for QoS ports and vGPU flavors run by default (54 in all,
@@ -400,3 +400,13 @@ def test_sweep_checks_its_arguments_before_it_runs(tmp_path, args, says):
     assert says in last and last.startswith("python -m tests.nova.sweep: error:")
     assert "Traceback" not in out.stderr and not out.stdout
     assert not out_dir.exists()
+
+
+def test_shared_disk_migration_with_nova_34_libvirt(nova_results):
+    """nova 34's libvirt driver keeps reporting DISK_GB beside a sharing
+    provider; after ``storage migrate-disk`` (through nova's report client)
+    a server's disk is on the sharing provider only, and with
+    ``[DEFAULT] disk_allocation_ratio`` unset (or 0.0, read as unset) the
+    compute node stays closed across nova's cache refresh and a new
+    server's disk lands on the sharing provider; a ratio set reopens it."""
+    _assert_all_pass(nova_results, "SharedDiskMigration", at_least=4)
