@@ -22,7 +22,10 @@ COMMANDS = {
     "audit": ("scheduler_ext.cmd.audit",
               "check a placement against the invariants; reconcile moves"),
     "storage": ("scheduler_ext.cmd.storage",
-                "shared storage from the real topology: discover, sync"),
+                "shared storage from the real topology: discover, sync, "
+                "migrate-disk, live-migration"),
+    "evacuate": ("scheduler_ext.cmd.evacuate",
+                 "quorum-safe fencing and evacuation: plan, run"),
 }
 
 

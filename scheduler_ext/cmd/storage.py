@@ -11,6 +11,9 @@
   nodes in a sharing aggregate to the sharing provider (dry run unless
   ``--apply``), and say which nova setting keeps it so. Exit 1 if a
   consumer could not be moved (it is left as it was).
+* ``live-migration SERVER DEST``: what nova's libvirt driver will do
+  live-migrating the server, from nova's API and both hosts' reports, with
+  every hazard. Exit 1 when nova will refuse it.
 * ``sync``: read every host's report, build one sharing provider per
   filesystem and show (dry run, the default) or ``--apply`` the writes
   that make placement match; ``--prune`` also plans the removals. A second
@@ -28,7 +31,8 @@ from oslo_config import cfg
 
 from scheduler_ext import conf as se_conf
 from scheduler_ext.placement.http import HttpPlacement
-from scheduler_ext.storage import diskmigration
+from scheduler_ext.storage import compute_api, diskmigration
+from scheduler_ext.storage import livemigration, livemigration_check
 from scheduler_ext.storage import discover as se_discover
 from scheduler_ext.storage import identity
 from scheduler_ext.storage import report as se_report
@@ -101,9 +105,51 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--apply", action="store_true",
                    help="write the moves (default: dry run)")
     g.set_defaults(storage_handler=run_migrate_disk)
+    m = sub.add_parser(
+        "live-migration",
+        help="what nova will do live-migrating a server, and the hazards",
+        description="read the server from nova (disks, volumes, config "
+                    "drive) and both hosts' storage reports, and print the "
+                    "live-migration nova's libvirt driver will choose "
+                    "(no copy, a block migration of the listed disks, or its "
+                    "error) and every hazard; exit 1 for an error")
+    m.add_argument("server", help="server UUID")
+    m.add_argument("destination", help="destination compute host")
+    m.add_argument("--reports", nargs="+", required=True,
+                   help="storage reports (JSON of 'storage discover') of at "
+                        "least the source and the destination")
+    add_compute_arguments(m)
+    m.add_argument("--source-conf", help="the source compute host's "
+                   "nova.conf ([libvirt] images_type, live_migration_tunnelled, "
+                   "[DEFAULT] config_drive_format); nova's defaults otherwise")
+    m.add_argument("--destination-conf", help="the destination's nova.conf")
+    m.add_argument("--block-migration", choices=("auto", "true", "false"),
+                   default="auto", help="as the API's block_migration")
+    m.add_argument("--libvirt-version", default=None,
+                   help="the hosts' libvirt version (default: one nova 34 "
+                        "runs on, 8.0.0)")
+    m.set_defaults(storage_handler=run_live_migration)
 
 
-def _conf(files: list[str] | None) -> cfg.ConfigOpts:
+def add_compute_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where nova's compute API is: a URL (noauth2 labs) or nova.conf's
+    ``[placement]`` credentials (an admin user) and the catalog."""
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--compute-url",
+                       help="a compute API with auth_strategy=noauth2 (labs)")
+    where.add_argument("--config-file", action="append",
+                       help="nova.conf: the compute API through the catalog "
+                            "with [placement]'s credentials; [storage] "
+                            "options (repeatable)")
+
+
+def compute_endpoint(args: argparse.Namespace) -> compute_api.KeystoneCompute:
+    if args.compute_url:
+        return compute_api.KeystoneCompute.from_url(args.compute_url)
+    return compute_api.KeystoneCompute.from_conf(load_conf(args.config_file))
+
+
+def load_conf(files: list[str] | None) -> cfg.ConfigOpts:
     for name in files or []:
         if not os.path.isfile(name):
             raise StorageError(f"--config-file {name}: no such file")
@@ -120,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_discover(args: argparse.Namespace) -> int:
-    opts = _conf(args.config_file).storage
+    opts = load_conf(args.config_file).storage
     path = args.path or opts.instances_path
     if not os.path.isabs(path):
         raise StorageError("--path must be absolute", host=args.host, path=path)
@@ -134,7 +180,7 @@ def run_discover(args: argparse.Namespace) -> int:
     return 0 if found.state in ("shared", "local") else 1
 
 
-def _load_reports(files: list[str]) -> list[se_report.HostReport]:
+def load_reports(files: list[str]) -> list[se_report.HostReport]:
     out = []
     for name in files:
         try:
@@ -147,8 +193,8 @@ def _load_reports(files: list[str]) -> list[se_report.HostReport]:
 
 
 def run_sync(args: argparse.Namespace) -> int:
-    reports = _load_reports(args.reports)
-    conf = _conf(args.config_file)
+    reports = load_reports(args.reports)
+    conf = load_conf(args.config_file)
     opts = conf.storage
     topo = topology.build(reports, reserved_disk_gb=opts.reserved_disk_gb,
                           allocation_ratio=opts.disk_allocation_ratio,
@@ -182,7 +228,7 @@ def run_sync(args: argparse.Namespace) -> int:
 
 
 def run_migrate_disk(args: argparse.Namespace) -> int:
-    conf = _conf(args.config_file)
+    conf = load_conf(args.config_file)
     client = (HttpPlacement.from_url(args.placement_url) if args.placement_url
               else HttpPlacement.from_conf(conf))
     the_plan = diskmigration.plan(client)
@@ -212,3 +258,51 @@ def run_migrate_disk(args: argparse.Namespace) -> int:
     print(f"{len(result.moved)} consumers moved, {len(result.closed)} compute "
           f"nodes closed, {len(result.failed)} failed")
     return 1 if result.failed else 0
+
+
+def read_file(name: str | None) -> str | None:
+    if name is None:
+        return None
+    try:
+        with open(name, encoding="utf-8") as f:
+            return f.read()
+    except OSError as exc:
+        raise StorageError(f"{name}: cannot read ({exc.strerror})") from None
+
+
+def _compute_conf(name: str | None) -> livemigration_check.ComputeConf:
+    text = read_file(name)
+    return (livemigration_check.compute_conf(text, name or "")
+            if text is not None else livemigration_check.ComputeConf())
+
+
+def run_live_migration(args: argparse.Namespace) -> int:
+    reports = {r.host: r for r in load_reports(args.reports)}
+    version = livemigration.MIN_LIBVIRT
+    if args.libvirt_version:
+        try:
+            version = tuple(int(x) for x in args.libvirt_version.split("."))
+        except ValueError:
+            raise StorageError(f"--libvirt-version {args.libvirt_version!r}: "
+                               "expected numbers like 8.0.0") from None
+    result = livemigration_check.check(
+        compute_endpoint(args), args.server, args.destination, reports,
+        source_conf=_compute_conf(args.source_conf),
+        destination_conf=_compute_conf(args.destination_conf),
+        block_migration={"auto": None, "true": True,
+                         "false": False}[args.block_migration],
+        libvirt_version=version)
+    d = result.decision
+    disks = result.disks
+    print(f"server {result.server}: {result.source} -> {result.destination}")
+    print(f"disks: {'volume-backed' if disks.volume_backed else 'image-backed'}"
+          f", {disks.volumes} other volume(s), config drive "
+          f"{disks.config_drive or 'none'}, ephemeral {disks.ephemeral}, swap "
+          f"{'yes' if disks.swap else 'no'}")
+    print(f"shared instance path: {'yes' if d.shared_instance_path else 'no'}"
+          f"; shared block storage: {'yes' if d.shared_block_storage else 'no'}")
+    print(f"nova does: {d.summary()}" + (f" ({d.reason})" if d.reason else "")
+          + f" [{d.source}]")
+    for hazard in d.hazards:
+        print(f"hazard {hazard.value}: {livemigration.HAZARD_TEXT[hazard]}")
+    return 1 if d.kind == "error" else 0

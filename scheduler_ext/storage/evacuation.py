@@ -32,8 +32,9 @@ cluster:
   ``restart-agent``, ``graceful-reboot``, ``hard-reboot``, configurable;
   the default stops at ``graceful-reboot``), one step per ``step_timeout``
   while it stays suspect. The reboots are fences: they count only when the
-  caller confirms them (for nova: the operator forcing the compute service
-  down says the host is fenced). A fence deferred for ``fence_timeout``
+  caller confirms them (for nova: the operator, or a fencing agent, forcing
+  the compute service down says the host is fenced; a confirmation counts
+  whether or not the planner asked for the fence). A fence deferred for ``fence_timeout``
   alerts once: nobody waits silently.
 * A host's instances are evacuated only after its fence is confirmed, at
   most ``evacuation_batch`` per cluster per tick. An instance whose disks
@@ -165,6 +166,35 @@ class EvacuationPlanner:
         self.to_evacuate: dict[str, list[str]] = {}
         self.stranded: set[str] = set()     # alerted: no destination
 
+    # -------------------------------------------------------------- state
+    def state(self) -> dict[str, Any]:
+        """What the planner remembers between ticks, as JSON-able data (a
+        command run once per tick keeps it in a file)."""
+        return {
+            "suspects": {n: dataclasses.asdict(s)
+                         for n, s in sorted(self.suspects.items())},
+            "fenced": sorted(self.fenced), "incidents": sorted(self.incidents),
+            "quorum_lost": sorted(self.quorum_lost),
+            "to_evacuate": {n: list(q) for n, q in sorted(self.to_evacuate.items())},
+            "stranded": sorted(self.stranded)}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Take back ``state()`` of an earlier run; hosts, clusters and
+        instances that are gone are dropped. ValueError for data that is
+        not a planner state."""
+        try:
+            self.suspects = {n: _Suspect(**s) for n, s in
+                             state.get("suspects", {}).items() if n in self.hosts}
+            self.fenced = set(state.get("fenced", [])) & set(self.hosts)
+            self.incidents = set(state.get("incidents", [])) & set(self.clusters)
+            self.quorum_lost = set(state.get("quorum_lost", [])) & set(self.clusters)
+            self.to_evacuate = {
+                n: [u for u in q if self.placed.get(u) == n]
+                for n, q in state.get("to_evacuate", {}).items() if n in self.hosts}
+            self.stranded = set(state.get("stranded", [])) & set(self.instances)
+        except (TypeError, AttributeError) as exc:
+            raise ValueError(f"not a planner state: {exc}") from None
+
     # ----------------------------------------------------------- counting
     def quorum_size(self, cluster: str) -> int:
         return sum(1 for n in self.clusters[cluster] if self.hosts[n].quorum)
@@ -195,16 +225,18 @@ class EvacuationPlanner:
         self.storage_down = set(down)
         for name in sorted(set(self.suspects) - suspects):
             self._recovered(now, name, confirmed, out)
+        for name in sorted(suspects - set(self.suspects)):
+            self.suspects[name] = _Suspect(since=now)
         for name in sorted(confirmed & set(self.suspects)):
             s = self.suspects[name]
-            if s.unconfirmed and name not in self.fenced:
+            if name not in self.fenced:
+                by_hand = not s.unconfirmed
                 s.fencing = s.stuck = False
                 self.fenced.add(name)
                 self.to_evacuate[name] = sorted(
                     u for u, h in self.placed.items() if h == name)
-                out.append(Action(now, "log", name, "fence confirmed"))
-        for name in sorted(suspects - set(self.suspects)):
-            self.suspects[name] = _Suspect(since=now)
+                out.append(Action(now, "log", name, "fence confirmed"
+                                  + (" by hand" if by_hand else "")))
 
     def _recovered(self, now: float, name: str, confirmed: set[str],
                    out: list[Action]) -> None:

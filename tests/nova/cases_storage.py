@@ -11,10 +11,14 @@ import fixtures
 
 from nova import conf
 from nova.scheduler.client import report
+from nova.tests.functional import integrated_helpers as nova_helpers
 from nova.tests.functional.libvirt import integrated_helpers
 
 from scheduler_ext.nova import placement_client
-from scheduler_ext.storage import diskmigration
+from scheduler_ext.storage import (
+    compute_api, diskmigration, evacuation_run, livemigration_check)
+from scheduler_ext.storage.evacuation import Policy
+from scheduler_ext.storage.report import HostReport
 from tests.nova.harness import OurCases
 
 CONF = conf.CONF
@@ -118,3 +122,121 @@ class SharedDiskMigration(OurCases,
         self.assertEqual(1.0, disk["allocation_ratio"])
         plan = diskmigration.plan(self.client)
         self.assertEqual(1, len(plan.to_close))       # the next run closes it
+
+
+class HarnessCompute:
+    """``compute_api.ComputeEndpoint`` over nova's functional API client."""
+
+    def __init__(self, client):
+        self.client = client
+        self.client.microversion = compute_api.MICROVERSION
+
+    def get(self, path):
+        return self.client.api_get(path).body
+
+    def post(self, path, body):
+        return self.client.api_post(path, body).body
+
+
+GPFS_FS = "gpfs:0123/gpfs1"
+GPFS = GPFS_FS + ":/instances"
+NFS_FS = "nfs:10.0.0.20:/export/nova"
+
+
+def shared_report(host, domain, filesystem):
+    return HostReport(host=host, path="/var/lib/nova/instances",
+                      state="shared", fstype="gpfs", fs_class="parallel",
+                      family=domain.split(":")[0], domain=domain,
+                      filesystem=filesystem, total_bytes=1000 * 1024 ** 3)
+
+
+class EvacuatePlannerInNova(OurCases, nova_helpers.ProviderUsageBaseTestCase):
+    """``evacuate plan``/``run`` against nova's API: a compute service
+    stopped and forced down has its servers evacuated to hosts of its
+    storage domain; with the storage quorum lost it refuses."""
+
+    compute_driver = "fake.MediumFakeDriver"
+
+    def setUp(self):
+        super().setUp()
+        for host in ("host1", "host2", "host3", "host4"):
+            setattr(self, host, self._start_compute(host))
+        self.reports = {h: shared_report(h, GPFS, GPFS_FS)
+                        for h in ("host1", "host2", "host3")}
+        self.reports["host4"] = shared_report("host4", NFS_FS + ":/", NFS_FS)
+        self.endpoint = HarnessCompute(self.admin_api)   # microversion 2.74
+        self.servers = [self._create_server(
+            networks="none", host="host1", api=self.admin_api)
+            for _ in range(2)]
+
+    def _force_down(self, host):
+        service = self.admin_api.get_services(host=host,
+                                              binary="nova-compute")[0]
+        getattr(self, host).stop()
+        self.admin_api.put_service(service["id"], {"forced_down": "true"})
+
+    def _tick(self, view=None, state=None):
+        return evacuation_run.tick(self.endpoint, self.reports, Policy(),
+                                   1000.0, state, view)
+
+    def test_a_forced_down_host_is_evacuated_within_its_storage_domain(self):
+        healthy = self._tick()
+        self.assertEqual([], healthy.actions)
+        self._force_down("host1")
+        planned = self._tick()
+        moves = [a for a in planned.actions if a.kind == "evacuate"]
+        self.assertEqual(sorted(s["id"] for s in self.servers),
+                         sorted(a.instance for a in moves))
+        self.assertEqual({"host2", "host3"}, {a.destination for a in moves})
+        self.assertEqual([], evacuation_run.execute(self.endpoint,
+                                                    planned.actions))
+        for server, move in zip(sorted(self.servers, key=lambda s: s["id"]),
+                                sorted(moves, key=lambda a: a.instance)):
+            self._wait_for_server_parameter(
+                server, {"OS-EXT-SRV-ATTR:host": move.destination,
+                         "status": "ACTIVE"})
+        # the next tick, from the saved state, has nothing left to do
+        again = self._tick(state=planned.state)
+        self.assertEqual([], [a for a in again.actions if a.kind == "evacuate"])
+
+    def test_storage_quorum_lost_refuses_to_evacuate(self):
+        self._force_down("host1")
+        view = evacuation_run.StorageView(
+            frozenset({"host1", "host2", "host3"}), frozenset({"host2"}))
+        planned = self._tick(view)
+        self.assertEqual([("log", "host1"), ("alert", GPFS_FS)],
+                         [(a.kind, a.host) for a in planned.actions])
+        self.assertEqual("fence confirmed by hand", planned.actions[0].reason)
+        self.assertIn("storage quorum lost: 1 of 3 quorum members up",
+                      planned.actions[1].reason)
+        self.assertEqual([], evacuation_run.execute(self.endpoint,
+                                                    planned.actions))
+        for server in self.servers:
+            self.assertEqual("host1", self.admin_api.get_server(
+                server["id"])["OS-EXT-SRV-ATTR:host"])
+
+
+class LiveMigrationCheckInNova(OurCases, nova_helpers.ProviderUsageBaseTestCase):
+    """``storage live-migration`` reads the server from nova's API."""
+
+    compute_driver = "fake.MediumFakeDriver"
+
+    def test_a_server_on_shared_storage_moves_without_a_copy(self):
+        for host in ("host1", "host2", "host3"):
+            self._start_compute(host)
+        endpoint = HarnessCompute(self.admin_api)        # microversion 2.74
+        server = self._create_server(networks="none", host="host1",
+                                     api=self.admin_api)
+        reports = {"host1": shared_report("host1", GPFS, GPFS_FS),
+                   "host2": shared_report("host2", GPFS, GPFS_FS),
+                   "host3": HostReport("host3", "/var/lib/nova/instances",
+                                       "local")}
+        shared = livemigration_check.check(endpoint, server["id"], "host2",
+                                           reports)
+        self.assertEqual(("host1", "no copy", ()),
+                         (shared.source, shared.decision.summary(),
+                          shared.decision.hazards))
+        local = livemigration_check.check(endpoint, server["id"], "host3",
+                                          reports)
+        self.assertEqual("block: disk", local.decision.summary())
+        self.assertFalse(local.disks.volume_backed)

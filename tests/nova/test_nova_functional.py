@@ -410,3 +410,12 @@ def test_shared_disk_migration_with_nova_34_libvirt(nova_results):
     compute node stays closed across nova's cache refresh and a new
     server's disk lands on the sharing provider; a ratio set reopens it."""
     _assert_all_pass(nova_results, "SharedDiskMigration", at_least=4)
+
+
+def test_evacuate_and_live_migration_commands_read_nova(nova_results):
+    """``evacuate plan``/``run``'s tick through nova's API: a compute service
+    stopped and forced down has its servers evacuated to hosts of its
+    storage domain, and with the storage quorum lost nothing is evacuated;
+    ``storage live-migration`` reads the server's disks from nova."""
+    _assert_all_pass(nova_results, "EvacuatePlannerInNova", at_least=2)
+    _assert_all_pass(nova_results, "LiveMigrationCheckInNova", at_least=1)
