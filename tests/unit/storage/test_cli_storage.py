@@ -105,20 +105,21 @@ def test_storage_needs_a_subcommand(capsys):
 
 def readme_commands():
     text = README.read_text()
-    section = text[text.index("Shared storage from the real topology"):
-                   text.index("Live migration\n")]
+    section = text[text.index("Shared storage from the real topology\n==="):
+                   text.index("Deploying placement for several schedulers\n===")]
     return [line.strip() for line in section.splitlines()
-            if "scheduler-ext storage" in line and line.startswith("    ")]
+            if line.startswith(("    scheduler-ext ",
+                                "    .venv/bin/scheduler-ext "))]
 
 
 def test_readme_commands_parse_and_the_local_one_runs(capsys):
     commands = readme_commands()
-    assert len(commands) == 7
+    assert len(commands) == 10
     parser = cli.build_parser()
     for command in commands:
         argv = shlex.split(command.split(" > ")[0])[1:]
         args = parser.parse_args(argv)
-        assert args.command == "storage"
+        assert args.command in ("storage", "evacuate")
     local = [c for c in commands if "--path /tmp --read-only" in c]
     code, out, _ = run(shlex.split(local[0])[1:], capsys)
     assert code == 0 and json.loads(out)["path"] == "/tmp"
