@@ -113,6 +113,16 @@ class PlacementUnavailable(PlacementError):
     status = 503
 
 
+class PlacementUnreachable(PlacementUnavailable):
+    """No answer from placement at all (connection refused, an unknown
+    host, a TLS mismatch, a timeout, no endpoint in the catalog): nothing
+    placement said, so it is shown as its detail alone, in our words,
+    without an HTTP status or error code."""
+
+    def __str__(self) -> str:
+        return self.detail
+
+
 class PlacementDatabaseError(PlacementUnavailable):
     """Placement's database could not be read (the sql change source): our
     own read, not an answer of placement's API, so it is shown as its

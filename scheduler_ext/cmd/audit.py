@@ -13,8 +13,9 @@ same-host resize still holding max(old, new), a class lost from a sharing
 provider, more than the flavor) and, when nova was read, one per consumer
 nova does not know (its allocations are deleted, as ``nova-manage placement
 audit --delete`` does). A dry run by default; ``--apply`` writes the fixes
-one at a time, prints each, stops at the first error saying what was and
-was not written, and ends with a summary.
+one at a time, says each on stderr, stops at the first error saying what
+was and was not written, and ends with a summary (stderr). The findings and
+fixes are rows through cliff's formatters (kind, subject, detail, state).
 """
 
 from __future__ import annotations
@@ -24,22 +25,17 @@ import importlib.util
 import sys
 from typing import Any
 
-from scheduler_ext.cmd import common
-from scheduler_ext.cmd import audit_input
+from scheduler_ext.cmd import base, common
+from scheduler_ext.cmd import audit_input, placement_access
 from scheduler_ext.cmd.audit_plan import Findings, examine
 from scheduler_ext.moves.reconcile import dump_instances
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--placement-url",
-                       help="a placement with auth_strategy=noauth2 "
-                            "(tests, labs)")
-    where.add_argument("--config-file", action="append",
-                       type=common.readable_file,
-                       help="nova.conf: placement is reached with its "
-                            "[placement] options, and nova (when installed) "
-                            "is read through its objects (repeatable)")
+    placement_access.add_arguments(
+        parser, config_help="nova.conf: placement from its [placement] "
+                            "options (unless --os-cloud), and nova (when "
+                            "installed) read through its objects (repeatable)")
     parser.add_argument("--instances", type=common.readable_file, metavar="FILE",
                         help="what nova knows, from a JSON file (instead of "
                              "reading nova); enables reconcile")
@@ -50,7 +46,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "--instances) as JSON to FILE, for offline use")
     parser.add_argument("--apply", action="store_true",
                         help="write the fixes, one at a time (default: dry run)")
-    common.add_format(parser)
 
 
 def _nova(args: argparse.Namespace, context: Any) -> Any:
@@ -63,28 +58,35 @@ def _nova(args: argparse.Namespace, context: Any) -> Any:
                   "placement alone (--instances FILE gives what nova knows)",
                   file=sys.stderr)
             return None
+    from oslo_db import exception as db_exc     # installed with nova
+
     from scheduler_ext.nova import audit as nova_audit
     try:
         if context is None:
             context = nova_audit.admin_context(args.config_file)
         return nova_audit.read(context)
+    except db_exc.DBConnectionError as exc:
+        raise common.Unreachable(
+            f"--config-file {', '.join(args.config_file or [])}: nova's "
+            f"database could not be reached: {exc}") from None
     except Exception as exc:    # nova's config and database: any failure
         raise common.UsageError(
             f"--config-file {', '.join(args.config_file or [])}: reading nova "
             f"failed: {type(exc).__name__}: {exc}") from None
 
 
-def run(args: argparse.Namespace, nova_context: Any = None) -> int:
-    """The audit; ``nova_context`` (tests inside nova's harness) reads nova
-    through that admin context instead of nova.conf's databases."""
-    if args.placement_url:
-        client = audit_input.placement_url(args.placement_url)
-    else:
-        conf = audit_input.nova_conf(args.config_file)
-        client = audit_input.placement_from_conf(conf, args.config_file)
+def run(args: argparse.Namespace, nova_context: Any = None) -> tuple[int, Findings]:
+    """The audit: (exit code, findings); ``nova_context`` (tests inside
+    nova's harness) reads nova through that admin context instead of
+    nova.conf's databases."""
+    if args.no_nova and not args.config_file:
+        raise common.UsageError("--no-nova: only with --config-file (nova is "
+                                "read only through nova.conf; without it "
+                                "nova is not read anyway)")
     states = known = None
     if args.instances:
         states = audit_input.instances_file(args.instances)
+    client = placement_access.client(args)
     view = _nova(args, nova_context)
     if view is not None:
         states, known = list(view.instances), view.known
@@ -97,15 +99,23 @@ def run(args: argparse.Namespace, nova_context: Any = None) -> int:
         found.left_alone = list(view.left_alone)
     if args.export:
         common.write_json(args.export, dump_instances(states or []))
-    table = args.format == "table"
-    if table:
-        found.print_findings(args.apply)
-    code = found.apply(client, table) if args.apply else None
-    if not table:
-        common.print_json(found.as_dict())
-    else:
-        print(found.summary(args.apply))
-    if code is not None:
-        return code
-    return common.FINDINGS if found.open_findings() else common.OK
+    code = found.apply(client) if args.apply else None
+    if code is None:
+        code = common.FINDINGS if found.open_findings() else common.OK
+    return code, found
 
+
+class Audit(base.Lister):
+    """check a placement against the invariants; reconcile moves"""
+
+    #: nova's admin context when run inside nova's test harness (else None:
+    #: nova is read through --config-file)
+    nova_context: Any = None
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_arguments(parser)
+
+    def take_action(self, parsed_args: argparse.Namespace) -> Any:
+        self.exit_code, found = run(parsed_args, self.nova_context)
+        print(found.summary(parsed_args.apply), file=sys.stderr)
+        return found.columns(), list(found.rows(parsed_args.apply))

@@ -1,6 +1,6 @@
-"""What ``scheduler-ext audit`` reads before it does anything: the
-placement it is pointed at, nova.conf's ``[placement]``, and the instances
-file. Every problem is a ``UsageError`` naming the flag or file.
+"""The instances file ``scheduler-ext audit`` reads before it does
+anything; every problem is a ``UsageError`` naming the file, the entry and
+the field.
 
 The instances file (``--instances``, written by ``--export``) is a JSON
 list, one object per instance::
@@ -19,73 +19,13 @@ A finished move may leave ``source``, ``dest`` and the resources empty;
 from __future__ import annotations
 
 import json
-import urllib.parse
 from typing import Any
 
-from keystoneauth1 import exceptions as ks_exc
-from keystoneauth1 import loading as ks_loading
-from oslo_config import cfg
 
-from scheduler_ext import conf as se_conf
 from scheduler_ext import errors
 from scheduler_ext.cmd.common import UsageError, read_text
 from scheduler_ext.moves.reconcile import InstanceState, load_instances
 from scheduler_ext.placement import validation
-from scheduler_ext.placement.http import HttpPlacement
-
-
-def placement_url(url: str) -> HttpPlacement:
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"--placement-url {url}: not an http:// or https:// URL")
-    try:
-        parts.port
-    except ValueError:
-        raise UsageError(f"--placement-url {url}: the port is not a number") from None
-    return HttpPlacement.from_url(url)
-
-
-def nova_conf(files: list[str]) -> cfg.ConfigOpts:
-    """nova.conf parsed with our options and ``[placement]``."""
-    for path in files:
-        read_text(path, "--config-file")      # exists, readable, UTF-8
-    conf = cfg.ConfigOpts()
-    se_conf.register_opts(conf)
-    try:
-        conf([], project="nova", default_config_files=files)
-    except cfg.ConfigFilesNotFoundError as exc:
-        raise UsageError(f"--config-file {', '.join(exc.config_files)}: "
-                         "cannot be read") from None
-    except cfg.ConfigFileParseError as exc:
-        raise UsageError(f"--config-file {exc.config_file}: not an INI file: "
-                         f"{exc.msg}") from None
-    return conf
-
-
-def placement_from_conf(conf: cfg.ConfigOpts, files: list[str]) -> HttpPlacement:
-    """A client from ``[placement]``; UsageError when that section cannot
-    reach placement (no auth and no endpoint, an unknown auth_type, a
-    plugin's missing options)."""
-    where = f"--config-file {', '.join(files)}: [placement]"
-    try:
-        auth = ks_loading.load_auth_from_conf_options(conf, "placement")
-    except ks_exc.NoMatchingPlugin as exc:
-        raise UsageError(f"{where} auth_type = {exc.name}: no such keystoneauth "
-                         "plugin (nova uses password, v3password, token, "
-                         "admin_token...)") from None
-    except ks_exc.MissingRequiredOptions as exc:
-        names = ", ".join(o.dest for o in exc.options)
-        raise UsageError(f"{where} auth_type = {conf.placement.auth_type} needs "
-                         f"{names}") from None
-    except (cfg.Error, ValueError) as exc:
-        raise UsageError(f"{where}: {exc}") from None
-    if auth is None and not conf.placement.endpoint_override:
-        raise UsageError(f"{where} sets neither auth_type nor endpoint_override: "
-                         "nothing to reach placement with")
-    try:
-        return HttpPlacement.from_conf(conf)
-    except (cfg.Error, ValueError, ks_exc.ClientException) as exc:
-        raise UsageError(f"{where}: {exc}") from None
 
 
 def _uuid(value: Any, where: str, allow_empty: bool = False) -> None:

@@ -4,7 +4,8 @@ one atomic write each, in order, stopping at the first error."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable
+import sys
+from typing import Any, Iterable, Iterator
 
 from scheduler_ext import errors
 from scheduler_ext.cmd import common
@@ -35,25 +36,34 @@ class Findings:
     instances: int | None = None
     after_apply: list[str] | None = None
 
-    def print_findings(self, applying: bool) -> None:
-        for p in self.provider_problems:
-            print(f"provider: {p}")
-        for m in self.migration_allocations:
-            print(m)
-        for u in self.unknown_consumers:
-            print(f"unknown consumer: {u}")
-        for u in self.unfixable:
-            print(f"cannot fix: {u}")
-        for u in self.left_alone:
-            print(f"instance {u}: left alone (a task is running or a move is "
-                  "being confirmed)")
-        if not applying:
-            for f in self.fixes:
-                print(f"{f.subject}: {f.reason} [would apply]")
+    @staticmethod
+    def columns() -> tuple[str, ...]:
+        return ("kind", "subject", "detail", "state")
 
-    def apply(self, client: PlacementClient, table: bool) -> int | None:
-        """Write the fixes in order; at the first error stop and say what
-        was and was not written. The exit code on an error, else None."""
+    def rows(self, applying: bool) -> Iterator[tuple[str, str, str, str]]:
+        """One row per finding and per fix (its state: would apply,
+        applied, failed, not attempted)."""
+        for p in self.provider_problems:
+            yield "provider problem", "", p, ""
+        for m in self.migration_allocations:
+            yield "migration allocation", "", m, ""
+        for u in self.unknown_consumers:
+            yield "unknown consumer", "", u, ""
+        for u in self.unfixable:
+            yield "cannot fix", "", u, ""
+        for u in self.left_alone:
+            yield ("left alone", f"instance {u}",
+                   "a task is running or a move is being confirmed", "")
+        for f in self.fixes:
+            yield ("fix", f.subject, f.reason,
+                   "would apply" if f.state == "planned" else f.state)
+        for p in self.after_apply or ():
+            yield "provider problem after the fixes", "", p, ""
+
+    def apply(self, client: PlacementClient) -> int | None:
+        """Write the fixes in order, saying each on stderr; at the first
+        error stop and say what was and was not written. The exit code on
+        an error, else None."""
         total = len(self.fixes)
         for k, fix in enumerate(self.fixes, 1):
             try:
@@ -62,17 +72,16 @@ class Findings:
                 fix.state, fix.error = "failed", str(exc)
                 for rest in self.fixes[k:]:
                     rest.state = "not attempted"
-                if table:
-                    done = [f.subject for f in self.fixes if f.state == "applied"]
-                    print(f"fix {k}/{total} FAILED: {fix.subject}: {exc}")
-                    print(f"stopped: {len(done)} fix(es) written "
-                          f"({', '.join(done) or 'none'}); this one and "
-                          f"{total - k} after it not written")
-                return (common.USAGE if isinstance(exc, errors.PlacementUnavailable)
+                done = [f.subject for f in self.fixes if f.state == "applied"]
+                _say(f"fix {k}/{total} FAILED: {fix.subject}: {exc}")
+                _say(f"stopped: {len(done)} fix(es) written "
+                     f"({', '.join(done) or 'none'}); this one and "
+                     f"{total - k} after it not written")
+                return (common.UNREACHABLE
+                        if isinstance(exc, errors.PlacementUnavailable)
                         else common.FINDINGS)
             fix.state = "applied"
-            if table:
-                print(f"fix {k}/{total} applied: {fix.subject}: {fix.reason}")
+            _say(f"fix {k}/{total} applied: {fix.subject}: {fix.reason}")
         self.after_apply = invariants.check_providers(client)
         return None
 
@@ -105,6 +114,10 @@ class Findings:
         out["fixes"] = [{"subject": f.subject, "reason": f.reason,
                          "state": f.state, "error": f.error} for f in self.fixes]
         return out
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _unknown_fix(client: PlacementClient, consumer: str) -> Fix:

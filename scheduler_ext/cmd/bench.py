@@ -28,8 +28,12 @@ granular group (a QoS port's bandwidth, and a vGPU), the plain-Python
 reading of placement's steps as baseline, and with ``--placement`` a real
 placement on the same nested fleet (up to ``--placement-max`` nodes).
 
+One row per size through cliff's formatters; ``--json PATH`` writes every
+figure. Ctrl-C keeps the sizes finished: their rows are printed and
+written, marked ``"partial": true``, and the exit code is 130.
+
 Timings are wall clock on whatever else the machine runs; the load
-average is printed with them. Nothing here asserts a timing.
+average goes to stderr with them. Nothing here asserts a timing.
 """
 
 from __future__ import annotations
@@ -40,19 +44,21 @@ import importlib.util
 import json
 import os
 import shutil
-from typing import Any
+import sys
+from typing import Any, Callable
 
-from scheduler_ext.cmd import common
+from scheduler_ext.cmd import base, common
 from scheduler_ext.engine import CapacityIndex
 from scheduler_ext.lab import bench_engine as measure
 from scheduler_ext.lab import synthetic
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sizes", type=common.count_list(10),
-                        default=[1000, 10000, 100000, 1000000],
-                        help="comma-separated fleet sizes in providers, each "
-                             "at least 10 (default 1000,10000,100000,1000000)")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--sizes", type=common.count_list(10, MAX_PROVIDERS),
+                      help="comma-separated fleet sizes in providers, each "
+                           f"from 10 to {MAX_PROVIDERS:,} "
+                           "(default 1000,10000,100000,1000000)")
     parser.add_argument("--repeat", type=common.count(1), default=20,
                         help="rounds of the five flavors per size for the engine "
                              "(default %(default)s)")
@@ -79,7 +85,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--snapshot-max", type=common.count(10), default=50_000,
                         help="largest size loaded for --snapshot "
                              "(default %(default)s)")
-    parser.add_argument("--scale-out", metavar="WORKERS", type=common.count_list(1),
+    what.add_argument("--scale-out", metavar="WORKERS", type=common.count_list(1, 64),
                         help="instead of the engine benchmark, run this many "
                              "scheduler processes (comma-separated, e.g. "
                              "1,2,4) against one placement on PostgreSQL "
@@ -89,13 +95,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale-out-ops", type=common.count(1), default=40,
                         help="operations per scheduler process "
                              "(default %(default)s)")
-    parser.add_argument("--nested", metavar="SIZES", type=common.count_list(10),
+    what.add_argument("--nested", metavar="SIZES",
+                      type=common.count_list(10, MAX_PROVIDERS // 4),
                         help="instead of flat fleets, measure nested fleets of "
                              "these many compute nodes (comma-separated, each "
                              "at least 10), each with three children")
-    common.add_format(parser)
     parser.add_argument("--json", metavar="PATH", type=common.writable_file,
                         help="also write the results as JSON to PATH")
+
+
+#: the largest fleet --sizes takes (about 2 GB of index and fleet)
+MAX_PROVIDERS = 50_000_000
+DEFAULT_SIZES = [1000, 10000, 100000, 1000000]
 
 
 def _require(args: argparse.Namespace) -> None:
@@ -111,7 +122,7 @@ def _require(args: argparse.Namespace) -> None:
                     "--placement" if args.placement else "--snapshot")
             raise common.UsageError(
                 f"{flag} needs the Python module {module!r} (the test extra: "
-                "pip install -e '.[test]')")
+                f"{sys.executable} -m pip install -e '.[test]')")
     if args.scale_out and not (shutil.which("initdb") or glob.glob(
             "/usr/lib/postgresql/*/bin/initdb")):
         raise common.UsageError("--scale-out needs PostgreSQL's server binaries "
@@ -125,60 +136,178 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def run_scale_out(args: argparse.Namespace) -> int:
-    from scheduler_ext.lab import scaleout
-    counts = args.scale_out
-    results, bad = [], 0
-    base = None
-    for n in counts:
-        r = scaleout.run_once(n, ops=args.scale_out_ops, seed=args.seed)
-        results.append(r)
-        base = base or r["decisions_per_s"]
-        bad += len(r["problems"]) + len(r["overcommit"])
-        if args.format == "table":
-            print(f"schedulers={n}  decisions={r['decisions']} in {r['wall_s']:.1f}s "
-                  f"= {r['decisions_per_s']:.1f}/s (x{r['decisions_per_s'] / base:.2f} "
-                  f"vs {counts[0]})  claims={r['claims']}  conflicts={r['conflicts']} "
-                  f"({100 * r['conflict_rate']:.1f}%)  write re-sends="
-                  f"{r['write_retries']}  no valid host={r['no_valid_host']}  "
-                  f"servers={r['servers']}  invariant problems={len(r['problems'])}  "
-                  f"providers overcommitted by placement={len(r['overcommit'])}",
-                  flush=True)
-            for p in (r["problems"] + r["overcommit"])[:10]:
-                print(f"  {p}")
-    if args.format == "json":
-        print(json.dumps(results, indent=2, default=_fmt))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2, default=_fmt)
-    return common.FINDINGS if bad else common.OK
+def _write(path: str, doc: dict[str, Any]) -> None:
+    with common.write_atomically(path) as f:
+        json.dump(doc, f, indent=2, default=_fmt)
+        f.write("\n")
 
 
-def run(args: argparse.Namespace) -> int:
-    _require(args)
-    if args.scale_out:
-        return run_scale_out(args)
-    if args.nested:
-        return run_nested(args.nested, args)
-    table = args.format == "table"
-    results = []
-    if table:
+def _each(flag: str, sizes: list[int], one: Callable[[int], dict[str, Any]],
+          describe: Callable[[dict[str, Any]], str]) -> tuple[list[dict[str, Any]], bool]:
+    """Run ``one`` per size; (results, interrupted). Ctrl-C after a size
+    finished keeps the finished ones; not enough memory names the size."""
+    results: list[dict[str, Any]] = []
+    for n in sizes:
+        try:
+            results.append(one(n))
+        except KeyboardInterrupt:
+            if not results:
+                raise
+            return results, True
+        except MemoryError:
+            raise common.UsageError(f"{flag} {n}: not enough memory on this "
+                                    "machine for this size") from None
+        print(describe(results[-1]), file=sys.stderr, flush=True)
+    return results, False
+
+
+def _row(res: dict[str, Any], columns: list[tuple[str, Callable[[dict[str, Any]], Any]]]
+         ) -> tuple[Any, ...]:
+    out = []
+    for _, get in columns:
+        try:
+            out.append(get(res))
+        except KeyError:        # not measured at this size
+            out.append(None)
+    return tuple(out)
+
+
+def _ms(value: float) -> float:
+    return round(value, 3)
+
+
+FLAT: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
+    ("providers", lambda r: r["providers"]),
+    ("build s", lambda r: round(r["build_s"], 2)),
+    ("bytes/provider/class", lambda r: round(r["bytes_per_provider_per_class"], 1)),
+    ("select median ms", lambda r: _ms(r["engine"]["select"]["median_ms"])),
+    ("select p99 ms", lambda r: _ms(r["engine"]["select"]["p99_ms"])),
+    ("fit median ms", lambda r: _ms(r["engine"]["fit"]["median_ms"])),
+    ("candidates(limit=1000) median ms",
+     lambda r: _ms(r["engine"]["candidates_limit_1000"]["median_ms"])),
+    ("apply us", lambda r: round(r["engine"]["apply_claim_release_us"])),
+    ("refresh us", lambda r: round(r["engine"]["refresh_provider_us"])),
+]
+BASELINE = [
+    ("python-loop median ms", lambda r: round(r["baseline"]["select"]["median_ms"], 1)),
+    ("python-loop x", lambda r: round(r["baseline_x"])),
+    ("same top-k", lambda r: r["baseline"]["same_top_k"]),
+]
+PLACEMENT = [
+    ("placement median ms",
+     lambda r: round(r["placement"]["get_allocation_candidates"]["median_ms"])),
+    ("placement x vs select", lambda r: round(r["placement_x"])),
+    ("placement x vs candidates", lambda r: round(r["placement_x_vs_candidates"], 1)),
+    ("same unlimited answer", lambda r: r["placement"]["same_candidates_unlimited"]),
+]
+SNAPSHOT = [
+    ("snapshot API s (estimated)",
+     lambda r: round(r["snapshot"]["api_snapshot_s_estimated"])),
+    ("GET /allocation_candidates s",
+     lambda r: round(r["snapshot"]["get_allocation_candidates_s"], 2)),
+    ("SQL load+index s",
+     lambda r: round(r["snapshot"]["sql_initial_load_and_index_s"], 2)),
+    ("refresh no change ms",
+     lambda r: round(r["snapshot"]["sql_refresh_no_change_s"] * 1000)),
+    ("refresh 100 changed ms",
+     lambda r: round(r["snapshot"]["sql_refresh_100_changed_s"] * 1000)),
+]
+NESTED = [
+    ("compute nodes", lambda r: r["compute_nodes"]),
+    ("providers", lambda r: r["providers"]),
+    ("build s", lambda r: round(r["build_s"], 2)),
+    ("select port median ms", lambda r: _ms(r["engine"]["port"]["select"]["median_ms"])),
+    ("select port p99 ms", lambda r: _ms(r["engine"]["port"]["select"]["p99_ms"])),
+    ("select vgpu median ms", lambda r: _ms(r["engine"]["vgpu"]["select"]["median_ms"])),
+    ("fit port median ms", lambda r: _ms(r["engine"]["port"]["fit"]["median_ms"])),
+    ("candidates(limit=1000) median ms",
+     lambda r: _ms(r["engine"]["candidates_limit_1000"]["median_ms"])),
+]
+NESTED_BASELINE = [
+    ("python-loop median ms",
+     lambda r: round(r["baseline"]["fitting_roots"]["median_ms"], 1)),
+    ("python-loop x", lambda r: round(r["baseline"]["fitting_roots"]["median_ms"]
+                                      / r["engine"]["port"]["select"]["median_ms"])),
+    ("same roots", lambda r: r["baseline"]["same_roots"]),
+]
+NESTED_PLACEMENT = [
+    ("placement median ms",
+     lambda r: round(r["placement"]["get_allocation_candidates"]["median_ms"])),
+    ("placement x vs select", lambda r: round(
+        r["placement"]["get_allocation_candidates"]["median_ms"]
+        / r["engine"]["port"]["select"]["median_ms"])),
+    ("same unlimited answer", lambda r: r["placement"]["same_candidates_unlimited"]),
+]
+SCALE_OUT = [
+    ("schedulers", lambda r: r["schedulers"]),
+    ("decisions", lambda r: r["decisions"]),
+    ("seconds", lambda r: round(r["wall_s"], 1)),
+    ("decisions/s", lambda r: round(r["decisions_per_s"], 1)),
+    ("claims", lambda r: r["claims"]),
+    ("conflicts", lambda r: r["conflicts"]),
+    ("conflict %", lambda r: round(100 * r["conflict_rate"], 1)),
+    ("write re-sends", lambda r: r["write_retries"]),
+    ("no valid host", lambda r: r["no_valid_host"]),
+    ("servers", lambda r: r["servers"]),
+    ("invariant problems", lambda r: len(r["problems"])),
+    ("providers overcommitted by placement", lambda r: len(r["overcommit"])),
+]
+
+
+class Bench(base.Lister):
+    """measure the numpy engine against baselines, as ratios"""
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_arguments(parser)
+
+    def take_action(self, parsed_args: argparse.Namespace) -> Any:
+        args = parsed_args
+        _require(args)
         print(f"# scheduler-ext bench, load average {os.getloadavg()[0]:.2f} "
-              f"on {os.cpu_count()} CPUs", flush=True)
-    for n in args.sizes:
-        res = bench_size(n, args)
-        results.append(res)
-        if table:
-            _print_size(res)
-    if table:
-        print(f"# load average {os.getloadavg()[0]:.2f}", flush=True)
-    doc = {"load_average": os.getloadavg(), "results": results}
-    if not table:
-        print(json.dumps(doc, indent=2, default=_fmt))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=2, default=_fmt)
-    return common.OK
+              f"on {os.cpu_count()} CPUs", file=sys.stderr, flush=True)
+        if args.scale_out:
+            key, columns = "scale_out", SCALE_OUT
+            results, interrupted = _each(
+                "--scale-out", args.scale_out,
+                lambda n: _scale_out_once(n, args),
+                lambda r: f"schedulers={r['schedulers']} done")
+            problems = [p for r in results for p in r["problems"] + r["overcommit"]]
+            for p in problems[:20]:
+                print(f"  {p}", file=sys.stderr)
+            self.exit_code = common.FINDINGS if problems else common.OK
+        elif args.nested:
+            key = "nested"
+            columns = NESTED + (NESTED_BASELINE if args.baseline_max else []) + \
+                (NESTED_PLACEMENT if args.placement else [])
+            results, interrupted = _each(
+                "--nested", args.nested, lambda n: bench_nested(n, args),
+                lambda r: f"compute_nodes={r['compute_nodes']} done")
+        else:
+            key = "results"
+            columns = FLAT + (BASELINE if args.baseline_max else []) + \
+                (PLACEMENT if args.placement else []) + \
+                (SNAPSHOT if args.snapshot else [])
+            results, interrupted = _each(
+                "--sizes", args.sizes or DEFAULT_SIZES, lambda n: bench_size(n, args),
+                lambda r: f"providers={r['providers']} done")
+        print(f"# load average {os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)
+        doc: dict[str, Any] = {"load_average": os.getloadavg(), key: results}
+        if interrupted:
+            doc["partial"] = True
+            self.error(f"interrupted after {len(results)} size(s); those are "
+                       "shown" + (f" and written to {args.json}" if args.json else "")
+                       + ', marked "partial": true')
+            self.exit_code = common.INTERRUPTED
+        if args.json:
+            _write(args.json, doc)
+        return [name for name, _ in columns], [_row(r, columns) for r in results]
+
+
+def _scale_out_once(n: int, args: argparse.Namespace) -> dict[str, Any]:
+    from scheduler_ext.lab import scaleout
+    r: dict[str, Any] = scaleout.run_once(n, ops=args.scale_out_ops, seed=args.seed)
+    r["schedulers"] = n
+    return r
 
 
 def bench_size(n: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -207,93 +336,19 @@ def bench_size(n: int, args: argparse.Namespace) -> dict[str, Any]:
     return res
 
 
-def _print_size(res: dict[str, Any]) -> None:
-    e = res["engine"]
-    line = [f"providers={res['providers']}", f"build={res['build_s']:.2f}s",
-            f"bytes/provider/class={res['bytes_per_provider_per_class']:.1f}",
-            f"select median={e['select']['median_ms']:.3f}ms p99={e['select']['p99_ms']:.3f}ms",
-            f"fit median={e['fit']['median_ms']:.3f}ms",
-            f"candidates(limit=1000) median={e['candidates_limit_1000']['median_ms']:.2f}ms",
-            f"apply={e['apply_claim_release_us']:.0f}us",
-            f"refresh={e['refresh_provider_us']:.0f}us"]
-    if "baseline" in res:
-        b = res["baseline"]
-        line.append(f"python-loop median={b['select']['median_ms']:.1f}ms "
-                    f"(x{res['baseline_x']:.0f}, same top-k: {b['same_top_k']})")
-    if "placement" in res:
-        p = res["placement"]
-        line.append(
-            f"placement median={p['get_allocation_candidates']['median_ms']:.0f}ms "
-            f"(x{res['placement_x']:.0f} vs select, "
-            f"x{res['placement_x_vs_candidates']:.1f} vs candidates; "
-            f"same unlimited answer: {p['same_candidates_unlimited']})")
-    print("  ".join(line), flush=True)
-    if "snapshot" in res:
-        sn = res["snapshot"]
-        ac = sn["get_allocation_candidates_s"]
-        print(f"  snapshot providers={res['providers']}: "
-              f"API (4 GETs/provider, scaled from 100)="
-              f"{sn['api_snapshot_s_estimated']:.0f}s "
-              f"(x{sn['api_snapshot_s_estimated'] / ac:.0f} one GET "
-              f"/allocation_candidates={ac:.2f}s)  "
-              f"SQL load+index={sn['sql_initial_load_and_index_s']:.2f}s "
-              f"(x{sn['sql_initial_load_and_index_s'] / ac:.1f})  "
-              f"refresh no change={sn['sql_refresh_no_change_s'] * 1000:.0f}ms "
-              f"(x{sn['sql_refresh_no_change_s'] / ac:.2f})  "
-              f"refresh 100 changed={sn['sql_refresh_100_changed_s'] * 1000:.0f}ms "
-              f"(x{sn['sql_refresh_100_changed_s'] / ac:.2f})", flush=True)
-
-
 # ------------------------------------------------------------------ nested
-def run_nested(sizes: list[int], args: argparse.Namespace) -> int:
+def bench_nested(n: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Every measurement the options ask for, on a nested fleet of ``n``
+    compute nodes."""
     from scheduler_ext.lab.nested_bench import nested_bench_fleet
-    table = args.format == "table"
-    results = []
-    if table:
-        print(f"# scheduler-ext bench --nested, load average "
-              f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", flush=True)
-    for n in sizes:
-        gen_s, fleet = measure.timed(lambda: nested_bench_fleet(n, args.seed))
-        build_s, index = measure.timed(lambda: CapacityIndex.from_columnar(fleet))
-        index.trees()
-        res: dict[str, Any] = {"compute_nodes": n, "providers": len(fleet),
-                               "build_s": build_s,
-                               "engine": measure.bench_nested_engine(index, args)}
-        if n <= args.baseline_max:
-            res["baseline"] = measure.bench_nested_baseline(fleet, index, args)
-        if args.placement and n <= args.placement_max:
-            res["placement"] = measure.bench_nested_placement(fleet, index, args)
-        results.append(res)
-        if table:
-            _print_nested(res)
-    doc = {"load_average": os.getloadavg(), "nested": results}
-    if table:
-        print(f"# load average {os.getloadavg()[0]:.2f}", flush=True)
-    else:
-        print(json.dumps(doc, indent=2, default=_fmt))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=2, default=_fmt)
-    return common.OK
-
-
-def _print_nested(res: dict[str, Any]) -> None:
-    e = res["engine"]
-    port, vgpu = e["port"]["select"], e["vgpu"]["select"]
-    line = [f"compute_nodes={res['compute_nodes']}", f"providers={res['providers']}",
-            f"build={res['build_s']:.2f}s",
-            f"select port median={port['median_ms']:.3f}ms p99={port['p99_ms']:.3f}ms",
-            f"select vgpu median={vgpu['median_ms']:.3f}ms",
-            f"fit port median={e['port']['fit']['median_ms']:.3f}ms",
-            f"candidates(limit=1000) median={e['candidates_limit_1000']['median_ms']:.2f}ms"]
-    if "baseline" in res:
-        b = res["baseline"]
-        line.append(f"python-loop median={b['fitting_roots']['median_ms']:.1f}ms "
-                    f"(x{b['fitting_roots']['median_ms'] / port['median_ms']:.0f}, "
-                    f"same roots: {b['same_roots']})")
-    if "placement" in res:
-        p = res["placement"]
-        pm = p["get_allocation_candidates"]["median_ms"]
-        line.append(f"placement median={pm:.0f}ms (x{pm / port['median_ms']:.0f} vs "
-                    f"select; same unlimited answer: {p['same_candidates_unlimited']})")
-    print("  ".join(line), flush=True)
+    gen_s, fleet = measure.timed(lambda: nested_bench_fleet(n, args.seed))
+    build_s, index = measure.timed(lambda: CapacityIndex.from_columnar(fleet))
+    index.trees()
+    res: dict[str, Any] = {"compute_nodes": n, "providers": len(fleet),
+                           "build_s": build_s,
+                           "engine": measure.bench_nested_engine(index, args)}
+    if n <= args.baseline_max:
+        res["baseline"] = measure.bench_nested_baseline(fleet, index, args)
+    if args.placement and n <= args.placement_max:
+        res["placement"] = measure.bench_nested_placement(fleet, index, args)
+    return res

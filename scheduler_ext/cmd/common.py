@@ -1,39 +1,56 @@
 """What every sub-command shares: one convention for flags, output, exit
 codes and logging.
 
-* ``--format table|json`` chooses what goes to stdout; logs and progress go
-  to stderr.
-* Exit codes: ``OK`` (0) clean, ``FINDINGS`` (1) findings or a broken
-  invariant, ``USAGE`` (2) a usage or environment error.
+* Output goes through cliff's formatters (``-f table|json|yaml|value|csv``,
+  ``-c COLUMN``); logs, progress, warnings and findings' details go to
+  stderr.
+* Exit codes (``EXIT_CODES``): 0 ok, 1 findings, 2 bad input or
+  configuration, 3 a service could not be reached, 130 interrupted.
 * Every numeric flag is checked by argparse (``count``, ``count_list``,
   ``number``); every file or directory to write is checked before any work
   starts (``writable_file``, ``writable_dir``); every input file is read
   and checked before any work starts. The benchmarks under ``benchmarks/``
   that import the package check their flags the same way.
-* A usage error is one line on stderr naming the flag or file and what was
-  wrong (``UsageError``); it is worded as ours, never as placement's.
+* An error is one line on stderr naming the flag, file and line or setting
+  and what was wrong (``UsageError``, ``Unreachable``), worded as ours;
+  placement's own answers are quoted as placement's.
+* Files are written whole or not at all (``write_atomically``).
 * Logging goes through oslo.log to stderr (``setup_logging``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
+import re
 import sys
-from typing import Any, Callable, NoReturn
+from typing import Any, Callable, Iterator, NoReturn
 
 from oslo_config import cfg
 from oslo_log import log as oslo_logging
 
-OK, FINDINGS, USAGE = 0, 1, 2
-FORMATS = ("table", "json")
+OK, FINDINGS, USAGE, UNREACHABLE, INTERRUPTED = 0, 1, 2, 3, 130
+#: exit code -> what it means (the README's table)
+EXIT_CODES = {OK: "ok",
+              FINDINGS: "findings: an invariant broke, the audit found "
+                        "damage, a lost mount, a refused storage plan",
+              USAGE: "bad input or configuration",
+              UNREACHABLE: "a service (placement, keystone) could not be "
+                           "reached",
+              INTERRUPTED: "interrupted (Ctrl-C)"}
 
 
 class UsageError(Exception):
     """Bad input or an unusable environment, found by our own checks:
     exit 2 with this one line (it names the flag or file)."""
+
+
+class Unreachable(Exception):
+    """A service (placement, keystone) could not be reached: exit 3 with
+    this one line (it names the address and where it was configured)."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -62,9 +79,9 @@ def count(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
     return parse
 
 
-def count_list(minimum: int) -> Callable[[str], list[int]]:
-    """An argparse type: comma-separated integers, each >= minimum."""
-    one = count(minimum)
+def count_list(minimum: int, maximum: int | None = None) -> Callable[[str], list[int]]:
+    """An argparse type: comma-separated integers, each in [minimum, maximum]."""
+    one = count(minimum, maximum)
 
     def parse(text: str) -> list[int]:
         values = [one(part.strip()) for part in text.split(",") if part.strip()]
@@ -135,10 +152,12 @@ def readable_file(text: str) -> str:
     return text
 
 
-def add_format(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--format", choices=FORMATS, default="table",
-                        help="what stdout shows: a table for people (default) "
-                             "or one JSON document")
+def setting_problem(exc: Exception) -> str:
+    """oslo.config's complaint about a setting, as "option: reason" (its
+    own text names the option inside a LocationInfo repr)."""
+    found = re.match(r"Value for option (\S+) from .* is not valid: (.*)", str(exc),
+                     re.DOTALL)
+    return f"{found.group(1)}: {found.group(2)}" if found else str(exc)
 
 
 def read_text(path: str, flag: str) -> str:
@@ -154,19 +173,27 @@ def read_text(path: str, flag: str) -> str:
         raise UsageError(f"{flag} {path}: not UTF-8 text (byte {exc.start})") from None
 
 
+@contextlib.contextmanager
+def write_atomically(path: str, mode: str = "w") -> Iterator[Any]:
+    """Open a temporary file beside ``path``; it replaces ``path`` only when
+    the block ends normally, and is removed otherwise (an error or Ctrl-C
+    leaves no partial file)."""
+    tmp = os.path.join(os.path.dirname(os.path.abspath(path)),
+                       f".{os.path.basename(path)}.tmp{os.getpid()}")
+    try:
+        with open(tmp, mode, encoding=None if "b" in mode else "utf-8") as f:
+            yield f
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
 def write_json(path: str, data: Any) -> None:
-    """Write ``data`` as JSON to ``path`` atomically (a temporary file in
-    the same directory, then a rename)."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
+    """Write ``data`` as JSON to ``path``, whole or not at all."""
+    with write_atomically(path) as f:
+        json.dump(data, f, indent=2, sort_keys=True, default=str)
         f.write("\n")
-    os.replace(tmp, path)
-
-
-def print_json(data: Any) -> None:
-    json.dump(data, sys.stdout, indent=2, sort_keys=True)
-    sys.stdout.write("\n")
 
 
 #: logger levels at -v 0 (warnings), -v 1 (information), -v 2 (debug)
@@ -174,7 +201,9 @@ QUIET = ["scheduler_ext=WARNING",
          # the nova model logs what nova's compute logs at ERROR for a move
          # that is expected in a simulation (nothing to move back)
          "scheduler_ext.lab.nova_model=CRITICAL", "stevedore=ERROR",
-         "keystoneauth=WARNING", "urllib3=WARNING", "nova=WARNING",
+         # keystoneauth warns about each connection retry: the one error
+         # at the end says it all (-v shows the retries)
+         "keystoneauth=ERROR", "urllib3=ERROR", "nova=WARNING",
          "oslo_db=WARNING", "sqlalchemy=WARNING"]
 
 

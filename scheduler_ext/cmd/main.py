@@ -1,66 +1,114 @@
-"""The ``scheduler-ext`` command: one sub-command per operator job.
+"""The ``scheduler-ext`` command: a cliff application, one class per
+sub-command (``base``), registered in ``COMMANDS``.
 
-Each sub-command lives in its own module exposing ``add_arguments(parser)``
-and ``run(args) -> int``; this file only wires them together and applies
-the conventions of ``common`` (exit codes, one-line errors, logging).
+Adding a sub-command is one class (a ``base.Lister``, ``base.ShowOne`` or
+``base.Command`` with ``add_arguments`` and ``take_action``) and one line
+here. cliff gives every sub-command ``-f table|json|yaml|value|csv``,
+``-c COLUMN``, ``--version``, ``--debug``, ``-v``/``-q`` anywhere on the
+line, ``help``, and Ctrl-C / broken-pipe handling.
 """
 
 from __future__ import annotations
 
-import importlib
+import argparse
+import os
 import sys
 
-from scheduler_ext import errors
-from scheduler_ext.cmd import common
+from cliff import app as cliff_app
+from cliff import command as cliff_command
+from cliff import commandmanager
 
-#: sub-command -> (module, one-line help)
-COMMANDS = {
-    "simulate": ("scheduler_ext.cmd.simulate",
-                 "replay resize/migrate scenarios on an embedded placement"),
-    "bench": ("scheduler_ext.cmd.bench",
-              "measure the numpy engine against baselines, as ratios"),
-    "audit": ("scheduler_ext.cmd.audit",
-              "check a placement against the invariants; reconcile moves"),
-    "storage": ("scheduler_ext.cmd.storage",
-                "shared storage from the real topology: discover, sync, "
-                "migrate-disk, live-migration"),
-    "evacuate": ("scheduler_ext.cmd.evacuate",
-                 "quorum-safe fencing and evacuation: plan, run"),
+import scheduler_ext
+from scheduler_ext.cmd import audit, bench, common, evacuate, simulate, storage
+
+#: sub-command name -> its class (the first line of its docstring is its help)
+COMMANDS: dict[str, type[cliff_command.Command]] = {
+    "simulate": simulate.Simulate,
+    "bench": bench.Bench,
+    "audit": audit.Audit,
+    "storage discover": storage.Discover,
+    "storage sync": storage.Sync,
+    "storage migrate-disk": storage.MigrateDisk,
+    "storage live-migration": storage.LiveMigration,
+    "evacuate plan": evacuate.EvacuatePlan,
+    "evacuate run": evacuate.EvacuateRun,
 }
 
+DESCRIPTION = ("Operator tools of the scheduler-ext nova scheduler extension. "
+               "Exit codes: " + "; ".join(f"{code} {meaning}" for code, meaning
+                                          in common.EXIT_CODES.items()) + ".")
 
-def build_parser() -> common.Parser:
-    parser = common.Parser(
-        prog="scheduler-ext",
-        description="Operator tools of the scheduler-ext nova scheduler "
-                    "extension. Exit codes: 0 clean, 1 findings or a broken "
-                    "invariant, 2 a usage or environment error.")
-    parser.add_argument("-v", "--verbose", action="count", default=0,
-                        help="log information (-v) or everything (-vv) to "
-                             "stderr (default: warnings)")
-    sub = parser.add_subparsers(dest="command", required=True,
-                                parser_class=common.Parser)
-    for name, (module, help_text) in COMMANDS.items():
-        mod = importlib.import_module(module)
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        mod.add_arguments(p)
-        p.set_defaults(handler=mod.run)
-    return parser
+
+def commands() -> commandmanager.CommandManager:
+    """cliff's command manager holding ``COMMANDS`` (no entry-point scan)."""
+    manager = commandmanager.CommandManager()
+    for name, cls in COMMANDS.items():
+        manager.add_command(name, cls)
+    return manager
+
+
+class SchedulerExt(cliff_app.App):
+    NAME = "scheduler-ext"
+
+    def __init__(self) -> None:
+        super().__init__(description=DESCRIPTION,
+                         version=scheduler_ext.__version__,
+                         command_manager=commands(), deferred_help=True)
+
+    def build_option_parser(self, description: str | None, version: str | None,
+                            argparse_kwargs: dict | None = None
+                            ) -> argparse.ArgumentParser:
+        """cliff's global options, named scheduler-ext whatever the program
+        path (cliff names --version after the path it was started by)."""
+        parser = super().build_option_parser(
+            description, version, dict(argparse_kwargs or {}, prog=self.NAME,
+                                        conflict_handler="resolve"))
+        parser.add_argument("--version", action="version",
+                            version=f"{self.NAME} {version}")
+        return parser
+
+    def configure_logging(self) -> None:
+        """oslo.log to stderr: warnings by default, -v information, -vv
+        debug (cliff counts the default as 1)."""
+        common.setup_logging(max(0, self.options.verbose_level - 1))
+
+    def run_subcommand(self, argv: list[str]) -> int:
+        """An unknown sub-command is one line on stderr, exit 2."""
+        try:
+            self.command_manager.find_command(argv)
+        except ValueError:
+            names = sorted(name for name, _ in self.command_manager
+                           if name not in ("complete",))
+            print(f"scheduler-ext: error: {' '.join(argv)!r} is not a "
+                  f"sub-command; one of: {', '.join(names)}", file=sys.stderr)
+            return common.USAGE
+        return super().run_subcommand(argv)
+
+    def run(self, argv: list[str]) -> int:
+        code: int = super().run(argv)
+        return common.USAGE if self.interactive_mode else code
+
+    def interact(self) -> None:
+        """No sub-command: the help, exit 2 (an operator tool, not a shell)."""
+        self.run_subcommand(["help"])
+
+
+def parse_args(argv: list[str]) -> tuple[str, argparse.Namespace]:
+    """(sub-command name, its parsed flags) of a command line, without
+    running it (argparse exits 2 on a bad flag)."""
+    app = SchedulerExt()
+    app.options, rest = app.parser.parse_known_args(argv)
+    factory, name, sub_argv = app.command_manager.find_command(rest)
+    command = factory(app, app.options, cmd_name=name)
+    return name, command.get_parser(f"scheduler-ext {name}").parse_args(sub_argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    common.setup_logging(args.verbose)
-    try:
-        return args.handler(args)
-    except common.UsageError as exc:
-        print(f"scheduler-ext {args.command}: error: {exc}", file=sys.stderr)
-        return common.USAGE
-    except errors.SchedulerExtError as exc:
-        # placement's answers print as placement's (status and code); our
-        # own checks (InvalidInput, ConfigError) print as ours
-        print(f"scheduler-ext {args.command}: error: {exc}", file=sys.stderr)
-        return common.USAGE
+    code = SchedulerExt().run(sys.argv[1:] if argv is None else argv)
+    if code == 141:     # stdout's reader left (| head): no flush error at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return code
 
 
 if __name__ == "__main__":

@@ -13,9 +13,12 @@ Scenarios (``--scenario``):
 * a FILE: an operator's own fleet and events (``lab/scenario_file.py`` has
   the format; it is checked before anything runs).
 
-Counts read "succeeded/attempted". The invariants are checked after every
-step on what it touched and in full every ``--full-check-every`` steps and
-at the end; exit 1 if any broke.
+Counts read "succeeded/attempted" (through cliff's formatters: ``-f
+table|json|yaml|value|csv``); each scenario's title, the violations and the
+load average go to stderr; ``--json PATH`` writes every figure. The
+invariants are checked after every step on what it touched (the random
+scenario and a file's events) and in full every ``--full-check-every``
+steps and at the end; exit 1 if any broke.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ import os
 import sys
 from typing import Any
 
-from scheduler_ext.cmd import common, plot
-from scheduler_ext.cmd.simulate_report import table_lines
+from scheduler_ext.cmd import base, common, plot
+from scheduler_ext.cmd import simulate_report
 from scheduler_ext.lab.simulation import FULL_CHECK_EVERY, run_bug_1790204
 from scheduler_ext.lab.simulation_runs import run_strategies
 from scheduler_ext.lab.tally import Tally
@@ -61,11 +64,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default=min(2, os.cpu_count() or 1),
                         help="strategies run in parallel processes "
                              "(default %(default)s)")
-    common.add_format(parser)
     parser.add_argument("--json", metavar="PATH", type=common.writable_file,
                         help="also write every figure as JSON to PATH")
     parser.add_argument("--plot", metavar="PATH", type=common.writable_file,
-                        help="draw the timeline as a PNG to PATH (needs matplotlib)")
+                        help="draw the timeline of the random scenario or a "
+                             "scenario file to PATH, in the format its "
+                             "extension names (.png, .svg, .pdf; needs "
+                             "matplotlib)")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction,
                         default=None,
                         help="progress bars on stderr (default: when stderr "
@@ -81,8 +86,8 @@ def _scenario_file(path: str) -> Any:
         from scheduler_ext.lab import scenario_file
     except ImportError as exc:
         raise common.UsageError(f"--scenario {path}: reading a scenario file needs "
-                                f"{exc.name}: pip install 'scheduler-ext[scenario]'"
-                                ) from None
+                                f"{exc.name}: {sys.executable} -m pip install "
+                                "'scheduler-ext[scenario]'") from None
     try:
         return scenario_file.load(common.read_text(path, "--scenario"), path)
     except scenario_file.ScenarioError as exc:
@@ -96,7 +101,8 @@ class _Bars:
         self.bars: dict[str, Any] = {}
         if enabled and total:
             from tqdm import tqdm
-            self.bars = {s: tqdm(total=total, desc=f"{s:>10}", unit="step",
+            self.bars = {s: tqdm(total=total, unit="step",
+                                 desc=f"{simulate_report.HEADERS.get(s, s):>6}",
                                  position=i, file=sys.stderr, leave=True,
                                  dynamic_ncols=True)
                          for i, s in enumerate(strategies)}
@@ -111,10 +117,24 @@ class _Bars:
             bar.close()
 
 
-def run(args: argparse.Namespace) -> int:
+def _check_outputs(args: argparse.Namespace) -> None:
+    """--plot and --json: usable together, before any work."""
+    if not args.plot:
+        return
+    if args.scenario == "bug-1790204":
+        raise common.UsageError("--plot: the bug-1790204 scenario is one resize, "
+                                "with no timeline to draw; plot --scenario "
+                                "random, all or a FILE")
+    if args.json and os.path.abspath(args.json) == os.path.abspath(args.plot):
+        raise common.UsageError(f"--json and --plot name the same file "
+                                f"{args.plot}: give each its own")
+    plot.check_path(args.plot)
+
+
+def run(args: argparse.Namespace) -> tuple[dict[str, dict[str, Tally]], dict[str, Any]]:
+    """(scenario -> strategy -> Tally, the report --json writes)."""
     scenario_file = None if args.scenario in NAMED else _scenario_file(args.scenario)
-    if args.plot:
-        plot.require()
+    _check_outputs(args)
     strategies = ("stock", "same_host") if args.strategy == "both" else (args.strategy,)
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     report: dict[str, Any] = {"parameters": {
@@ -138,21 +158,33 @@ def run(args: argparse.Namespace) -> int:
     report["load_average_after"] = list(os.getloadavg())
     for name, tallies in runs.items():
         report["scenarios"][name] = {s: t.as_dict() for s, t in tallies.items()}
-    if args.format == "json":
-        common.print_json(report)
-    else:
-        for line in table_lines(args, runs, report):
-            print(line)
-    if args.json:
-        common.write_json(args.json, report)
-    if args.plot:
-        name = "file" if "file" in runs else "random" if "random" in runs else ""
-        if name:
+    return runs, report
+
+
+class Simulate(base.Lister):
+    """replay resize/migrate scenarios on an embedded placement, stock vs ours"""
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_arguments(parser)
+
+    def take_action(self, parsed_args: argparse.Namespace) -> Any:
+        args = parsed_args
+        runs, report = run(args)
+        for line in simulate_report.notes(args, runs, report):
+            print(line, file=sys.stderr)
+        if args.json:
+            common.write_json(args.json, report)
+        if args.plot:
+            name = "file" if "file" in runs else "random"
+            title = simulate_report.title(name, args, report)
             plot.draw(args.plot, {s: t.timeline for s, t in runs[name].items()},
-                      f"scheduler-ext simulate: {name} scenario")
-    broken = sum(t.violation_count for tallies in runs.values()
-                 for t in tallies.values())
-    return common.FINDINGS if broken else common.OK
+                      f"scheduler-ext simulate, {title}")
+        broken = sum(t.violation_count for tallies in runs.values()
+                     for t in tallies.values())
+        self.exit_code = common.FINDINGS if broken else common.OK
+        strategies = tuple(next(iter(runs.values())))
+        return (simulate_report.columns(strategies),
+                list(simulate_report.rows(runs)))
 
 
 def _replay(scenario: Any, strategies: tuple[str, ...], args: argparse.Namespace,

@@ -42,6 +42,7 @@ reported with its line number.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from typing import Any
 
@@ -186,11 +187,12 @@ def _checked(data: dict[str, Any]) -> Scenario:
     sharing = {s["name"]: i for i, s in enumerate(data.get("sharing", []))}
     hosts: list[dict[str, Any]] = []
     for i, h in enumerate(data["hosts"]):
-        for rc in h["inventory"]:
+        for rc, inv in h["inventory"].items():
             try:
                 validation.resource_class(rc)
             except errors.InvalidRequest as exc:
                 raise _NameProblem(["hosts", i, "inventory", rc], exc.detail) from None
+            _inventory(["hosts", i, "inventory", rc], inv)
         if "sharing" in h and h["sharing"] not in sharing:
             raise _NameProblem(["hosts", i, "sharing"],
                                f"no sharing provider named {h['sharing']!r}")
@@ -205,11 +207,13 @@ def _checked(data: dict[str, Any]) -> Scenario:
                                f"name {h['name']!r} used twice")
         seen[h["name"]] = "host"
     servers: set[str] = set()
+    free = _Free(hosts, data.get("sharing", []), bool(data.get("storage_reports")))
     for i, s in enumerate(data.get("servers", [])):
         _known(data, ["servers", i], s, seen)
         if s["name"] in servers:
             raise _NameProblem(["servers", i, "name"], f"server {s['name']!r} twice")
         servers.add(s["name"])
+        free.take(["servers", i], s, data["flavors"][s["flavor"]])
     for i, e in enumerate(data["events"]):
         _known(data, ["events", i], e, seen)
         if e["op"] == "boot":
@@ -220,6 +224,61 @@ def _checked(data: dict[str, Any]) -> Scenario:
                                "booted before this event")
     return Scenario(data["flavors"], data.get("sharing", []), hosts,
                     data.get("servers", []), data["events"])
+
+
+def _inventory(path: list[Any], inv: dict[str, Any]) -> None:
+    """What the schema cannot say about one inventory, as placement checks it."""
+    ratio = inv.get("allocation_ratio", 1.0)
+    if not math.isfinite(ratio):
+        raise _NameProblem(path + ["allocation_ratio"],
+                           f"must be a finite number > 0, got {ratio}")
+    if inv.get("reserved", 0) > inv["total"]:
+        raise _NameProblem(path + ["reserved"], f"{inv['reserved']} is above "
+                           f"total {inv['total']}")
+    if inv.get("min_unit", 1) > inv.get("max_unit", 2**31 - 1):
+        raise _NameProblem(path + ["max_unit"], f"{inv['max_unit']} is below "
+                           f"min_unit {inv['min_unit']}")
+
+
+class _Free:
+    """What the hosts (and sharing providers) have left while the servers
+    present at the start are placed: a server that cannot fit is bad input,
+    named by its line, not a broken invariant of the run."""
+
+    def __init__(self, hosts: list[dict[str, Any]], sharing: list[dict[str, Any]],
+                 disk_from_reports: bool):
+        self.hosts = {h["name"]: h for h in hosts}
+        self.disk_from_reports = disk_from_reports
+        self.left: dict[tuple[str, str], int] = {}
+        for h in hosts:
+            for rc, inv in h["inventory"].items():
+                self.left[h["name"], rc] = int(
+                    (inv["total"] - inv.get("reserved", 0))
+                    * inv.get("allocation_ratio", 1.0))
+        for sp in sharing:
+            self.left[sp["name"], "DISK_GB"] = sp["disk_gb"]
+
+    def take(self, path: list[Any], server: dict[str, Any],
+             flavor: dict[str, int]) -> None:
+        host = self.hosts.get(server["host"])
+        if host is None:        # a sharing provider's name: _known says so
+            return
+        for rc, amount in flavor.items():
+            where = host["sharing"] if rc == "DISK_GB" and "sharing" in host \
+                and rc not in host["inventory"] else host["name"]
+            key = (where, rc)
+            if key not in self.left:
+                if rc == "DISK_GB" and self.disk_from_reports:
+                    continue    # disk from storage_reports: placed by the run
+                raise _NameProblem(path + ["host"], f"server {server['name']!r} "
+                                   f"needs {rc} but {where!r} has no {rc} "
+                                   "inventory")
+            if amount > self.left[key]:
+                raise _NameProblem(path + ["host"], f"server {server['name']!r} "
+                                   f"needs {rc} {amount} but {where!r} has "
+                                   f"{self.left[key]} left (after reserved, "
+                                   "allocation_ratio and the servers above)")
+            self.left[key] -= amount
 
 
 def _reports(data: dict[str, Any], directory: str) -> list[HostReport]:

@@ -7,6 +7,7 @@ partial write. Answers are mapped to the typed errors of
 
 from __future__ import annotations
 
+import re
 import time
 import urllib.parse
 from typing import Any, Iterable, Mapping
@@ -35,6 +36,32 @@ MIN_MICROVERSION = "1.28"
 def _parse(version: str) -> tuple[int, int]:
     major, minor = version.split(".")
     return int(major), int(minor)
+def unreachable_reason(exc: Exception) -> str:
+    """Why a keystoneauth request got no answer, in a few words, with the
+    address it tried."""
+    text = str(exc)
+    at = re.search(r"(https?://[^\s:/]+(?::\d+)?[^\s:]*)", text)
+    where = f" ({at.group(1)})" if at else ""
+    if isinstance(exc, ks_exc.SSLError):
+        return ("TLS handshake failed: an https:// address for an http:// "
+                f"server, or a certificate not trusted{where}")
+    if isinstance(exc, (ks_exc.ConnectTimeout, ks_exc.RequestTimeout)):
+        return f"no answer in time{where}"
+    if isinstance(exc, ks_exc.EndpointNotFound):
+        return "the service catalog lists no placement endpoint for this region and interface"
+    if isinstance(exc, ks_exc.DiscoveryFailure):
+        return f"version discovery failed{where}: {text}"
+    for needle, reason in (("Name or service not known", "unknown host"),
+                           ("Temporary failure in name resolution", "unknown host"),
+                           ("nodename nor servname", "unknown host"),
+                           ("Connection refused", "connection refused (nothing listens there)"),
+                           ("No route to host", "no route to host"),
+                           ("Network is unreachable", "network unreachable")):
+        if needle in text:
+            return f"{reason}{where}"
+    return f"connection failed{where}: {text}"
+
+
 _INV_FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size",
                "allocation_ratio")
 
@@ -132,10 +159,17 @@ class HttpPlacement:
         except (ks_exc.ConnectionError,     # refused, timeout, TLS, unknown
                 ks_exc.EndpointNotFound, ks_exc.DiscoveryFailure,
                 ks_exc.RequestTimeout) as exc:
-            raise errors.PlacementUnavailable(
-                f"{method} {url}: placement unreachable: {exc}") from exc
+            raise errors.PlacementUnreachable(
+                f"{method} {url}: placement unreachable: {unreachable_reason(exc)}"
+            ) from exc
         if resp.status_code in ok:
-            return resp.json() if resp.content else None
+            try:
+                return resp.json() if resp.content else None
+            except ValueError:
+                raise errors.PlacementUnreachable(
+                    f"{method} {url}: the answer is not JSON "
+                    f"({resp.headers.get('content-type', 'no content type')}): "
+                    "is this address placement's?") from None
         detail, code = resp.text, None
         try:
             err = resp.json()["errors"][0]

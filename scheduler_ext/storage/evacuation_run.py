@@ -25,7 +25,8 @@ from typing import Any, Mapping
 from scheduler_ext.storage import compute_api
 from scheduler_ext.storage.errors import StorageError
 from scheduler_ext.storage.evacuation import (
-    Action, ClusterHost, EvacuationPlanner, Instance, Policy)
+    Action, ClusterHost, EvacuationPlanner, Instance)
+from scheduler_ext.storage.fencing_policy import Policy
 from scheduler_ext.storage.report import HostReport
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import configparser
 import dataclasses
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from scheduler_ext.storage import compute_api, livemigration
 from scheduler_ext.storage.errors import StorageError
@@ -59,7 +59,7 @@ def compute_conf(text: str, origin: str = "nova.conf") -> ComputeConf:
                        tunnelled in ("true", "1", "yes", "on"), drive)
 
 
-def instance_disks(srv: Mapping, attachments: list[Mapping],
+def instance_disks(srv: Mapping, attachments: Sequence[Mapping],
                    config_drive_format: str) -> livemigration.InstanceDisks:
     """A server's disks from the compute API: volume-backed when it has no
     image; its flavor's ephemeral and swap; a config drive in the source

@@ -29,16 +29,16 @@ def test_audit_dry_run_then_apply(real_client, private_placement_url, tmp_path, 
     args = ["audit", "--placement-url", private_placement_url,
             "--instances", str(path)]
     assert cli.main(args) == 1
-    out = capsys.readouterr().out
+    out = "".join(capsys.readouterr())
     assert f"instance {server.uuid}" in out and "would apply" in out
     assert real_client.get_consumer(server.uuid).allocations == {host: MAX12}
     assert cli.main(args + ["--apply"]) == 0
-    out = capsys.readouterr().out
+    out = "".join(capsys.readouterr())
     assert f"fix 1/1 applied: instance {server.uuid}" in out
     assert "1 applied, 0 failed, 0 not attempted; after the fixes 0 provider" in out
     assert real_client.get_consumer(server.uuid).allocations == {host: FLAVOR1}
     assert cli.main(args) == 0
-    assert "0 reconcile fixes" in capsys.readouterr().out
+    assert "0 reconcile fixes" in "".join(capsys.readouterr())
 
 
 def test_audit_json_format_and_export(real_client, private_placement_url, tmp_path,
@@ -49,10 +49,11 @@ def test_audit_json_format_and_export(real_client, private_placement_url, tmp_pa
     export = tmp_path / "export.json"
     assert cli.main(["audit", "--placement-url", private_placement_url,
                      "--instances", str(path), "--export", str(export),
-                     "--format", "json"]) == 1
-    doc = json.loads(capsys.readouterr().out)
-    assert [f["subject"] for f in doc["fixes"]] == [f"instance {server.uuid}"]
-    assert doc["fixes"][0]["state"] == "planned"
+                     "-f", "json"]) == 1
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["subject"] for r in rows if r["kind"] == "fix"] == \
+        [f"instance {server.uuid}"]
+    assert [r["state"] for r in rows if r["kind"] == "fix"] == ["would apply"]
     assert json.loads(export.read_text()) == json.loads(path.read_text())
 
 
@@ -64,7 +65,7 @@ def test_audit_reports_migration_leftovers(real_client, private_placement_url, c
                        allow_same_host=True)
     assert mig.dest == host
     assert cli.main(["audit", "--placement-url", private_placement_url]) == 0
-    assert "0 provider problems, 0 migration allocations" in capsys.readouterr().out
+    assert "0 provider problems, 0 migration allocations" in "".join(capsys.readouterr())
 
 
 def test_apply_stops_at_the_first_error_and_says_what_was_written(
@@ -87,7 +88,7 @@ def test_apply_stops_at_the_first_error_and_says_what_was_written(
     with proxy as url:
         code = cli.main(["audit", "--placement-url", url, "--instances", str(path),
                          "--apply"])
-    out = capsys.readouterr().out
+    out = "".join(capsys.readouterr())
     assert code == 1
     first, second = servers     # fixes follow the instances' order
     assert f"fix 1/2 applied: instance {first.uuid}" in out
@@ -136,6 +137,7 @@ def test_bad_instances_file_exit_2_nothing_written(
 
 
 def test_audit_placement_down_is_a_clear_error(capsys):
-    assert cli.main(["audit", "--placement-url", "http://127.0.0.1:9"]) == 2
+    assert cli.main(["audit", "--placement-url", "http://127.0.0.1:9"]) == 3
     err = capsys.readouterr().err
-    assert "placement unreachable" in err
+    assert "placement unreachable: connection refused" in err
+    assert "placement.undefined_code" not in err and len(err.splitlines()) == 1

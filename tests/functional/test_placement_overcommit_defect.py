@@ -31,7 +31,7 @@ def test_placement_default_retry_count_overcommits_under_concurrent_claims(
         # must name the provider
         capsys.readouterr()
         audit_exit = scheduler_ext_main(["audit", "--placement-url", server.url])
-        audit_out = capsys.readouterr().out
+        audit_out = "".join(capsys.readouterr())
     over = [r for r in rounds if r.used > CAPACITY]
     assert over, (
         f"no overcommit in {len(rounds)} rounds of 16 concurrent claims "

@@ -23,7 +23,9 @@ HOSTS = ("cn1", "cn2", "cn3")
 
 
 def run(placement_url, capsys, *argv):
-    code = cli.main(["storage", *argv, "--placement-url", placement_url])
+    """(exit code, the rows as "action what" lines, stderr)."""
+    code = cli.main(["storage", *argv, "--placement-url", placement_url,
+                     "-f", "value"])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -55,9 +57,9 @@ def test_migrate_disk_moves_every_compute_node_disk_to_the_sharing_provider(
         path = tmp_path / f"{host}.json"
         path.write_text(report.to_json())
         files.append(str(path))
-    code, out, _ = run(private_placement_url, capsys, "sync", *files, "--apply")
+    code, _, err = run(private_placement_url, capsys, "sync", *files, "--apply")
     assert code == 0
-    assert out.count("counted twice (nova bug 1784020)") == 3
+    assert err.count("counted twice (nova bug 1784020)") == 3
     ss = topology.provider_uuid("gpfs:gpfs1")
     twice = str(uuid.uuid4())            # a consumer holding its disk on both
     real_client.put_allocations(twice, AllocationWrite(
@@ -66,17 +68,19 @@ def test_migrate_disk_moves_every_compute_node_disk_to_the_sharing_provider(
     servers[twice] = ("cn1", 30)
 
     before = generations(real_client)
-    code, out, _ = run(private_placement_url, capsys, "migrate-disk")
+    code, out, err = run(private_placement_url, capsys, "migrate-disk")
     assert code == 0 and generations(real_client) == before   # dry run
     assert "Leave [DEFAULT] disk_allocation_ratio unset" in out
-    assert out.count("would move: ") == 7
-    assert out.rstrip().endswith(
+    assert out.count("would move consumer ") == 7
+    assert err.rstrip().endswith(
         "7 consumers to move, 3 compute nodes to close (dry run: --apply "
         "writes them)")
 
-    code, out, _ = run(private_placement_url, capsys, "migrate-disk", "--apply")
-    assert code == 0, out
-    assert out.count("moved: ") == 7 and out.count("closed: ") == 3
+    code, out, err = run(private_placement_url, capsys, "migrate-disk",
+                         "--apply")
+    assert code == 0, err
+    assert out.count("\nmoved consumer ") == 7
+    assert out.count("\nclosed compute node ") == 3
     for consumer, (host, disk) in servers.items():
         allocs = real_client.get_consumer(consumer).allocations
         held = {rp: rcs["DISK_GB"] for rp, rcs in allocs.items() if "DISK_GB" in rcs}
@@ -94,7 +98,8 @@ def test_migrate_disk_moves_every_compute_node_disk_to_the_sharing_provider(
             {nodes["cn2"]: {"DISK_GB": 1}}, "proj", "user", None))
 
     before = generations(real_client)
-    code, out, _ = run(private_placement_url, capsys, "migrate-disk", "--apply")
-    assert code == 0 and out.rstrip().endswith(
+    code, _, err = run(private_placement_url, capsys, "migrate-disk",
+                       "--apply")
+    assert code == 0 and err.rstrip().endswith(
         "0 consumers moved, 0 compute nodes closed, 0 failed")
     assert generations(real_client) == before

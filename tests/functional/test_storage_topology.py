@@ -59,10 +59,10 @@ def generations(client) -> dict:
 
 def sync(placement_url, files, capsys, *extra):
     code = cli.main(["storage", "sync", *map(str, files), "--placement-url",
-                     placement_url, *extra])
+                     placement_url, "-f", "value", *extra])
     out, err = capsys.readouterr()
     assert code == 0, err
-    return out
+    return out + err
 
 
 @pytest.fixture
@@ -82,7 +82,7 @@ def fleet(real_client, private_placement_url, tmp_path, capsys):
     assert "11 changes (dry run: --apply writes them)" in dry
     assert len(real_client.list_providers()) == 3         # a dry run writes nothing
     applied = sync(private_placement_url, files, capsys, "--apply")
-    assert "write: " in applied and "11 changes" in applied
+    assert "write " in applied and "11 changes" in applied
     return files
 
 
@@ -115,8 +115,8 @@ token = admin
     before = generations(real_client)
     code = cli.main(["storage", "sync", "--config-file", str(nova_conf),
                      "--apply", *map(str, fleet)])
-    out = capsys.readouterr().out
-    assert code == 0 and out.rstrip().endswith("0 changes")
+    err = capsys.readouterr().err
+    assert code == 0 and err.rstrip().endswith("0 changes")
     assert generations(real_client) == before
 
 
@@ -184,7 +184,7 @@ def test_shrinking_below_the_allocated_disk_is_refused_and_writes_nothing(
     before = generations(real_client)
     code = cli.main(["storage", "sync", str(smaller), "--placement-url",
                      private_placement_url, "--apply"])
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert code == 1
     assert "refused: " in out and "below the 300 GiB allocated" in out
     assert out.rstrip().endswith("nothing written")

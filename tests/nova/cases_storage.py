@@ -17,7 +17,7 @@ from nova.tests.functional.libvirt import integrated_helpers
 from scheduler_ext.nova import placement_client
 from scheduler_ext.storage import (
     compute_api, diskmigration, evacuation_run, livemigration_check)
-from scheduler_ext.storage.evacuation import Policy
+from scheduler_ext.storage.fencing_policy import Policy
 from scheduler_ext.storage.report import HostReport
 from tests.nova.harness import OurCases
 

@@ -21,10 +21,11 @@ def test_nested_sizes_are_checked_before_work(capsys, value):
 def test_a_small_nested_run(capsys, tmp_path):
     out = tmp_path / "bench.json"
     assert cli.main(["bench", "--nested", "50", "--repeat", "1",
-                     "--baseline-requests", "1", "--json", str(out)]) == 0
-    line = capsys.readouterr().out
-    assert "compute_nodes=50" in line and "providers=201" in line  # + a disk pool
-    assert "same roots: True" in line
+                     "--baseline-requests", "1", "--json", str(out),
+                     "-f", "json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert row["compute nodes"] == 50 and row["providers"] == 201  # + a disk pool
+    assert row["same roots"] is True
     data = json.loads(out.read_text())
     run = data["nested"][0]
     assert run["engine"]["port"]["select"]["n"] == 5

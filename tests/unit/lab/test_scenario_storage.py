@@ -68,8 +68,9 @@ def test_reports_become_sharing_providers_and_hold_the_disks(tmp_path):
 
 def test_scenario_with_reports_replays_without_violations(tmp_path, capsys):
     path = _write(tmp_path)
-    assert cli.main(["simulate", "--scenario", str(path), "--format", "json"]) == 0
-    runs = json.loads(capsys.readouterr().out)["scenarios"]["file"]
+    out = tmp_path / "run.json"
+    assert cli.main(["simulate", "--scenario", str(path), "--json", str(out)]) == 0
+    runs = json.loads(out.read_text())["scenarios"]["file"]
     for strategy in ("stock", "same_host"):
         assert runs[strategy]["invariant_violations"] == 0
     assert runs["same_host"]["operations"]["resize"] == {"succeeded": 1,

@@ -25,7 +25,8 @@ its compute service down).
 from __future__ import annotations
 
 from scheduler_ext.storage.evacuation import (
-    Action, ClusterHost, EvacuationPlanner, Instance, Policy, majority)
+    Action, ClusterHost, EvacuationPlanner, Instance, majority)
+from scheduler_ext.storage.fencing_policy import Policy
 
 TICK = 5.0
 

@@ -98,9 +98,9 @@ def test_sync_contradictory_reports_exit_2_naming_hosts(tmp_path, capsys):
 
 
 def test_storage_needs_a_subcommand(capsys):
-    with pytest.raises(SystemExit) as exc:
-        cli.main(["storage"])
-    assert exc.value.code == 2
+    assert cli.main(["storage"]) == 2
+    assert ("storage discover, storage live-migration, storage migrate-disk, "
+            "storage sync") in capsys.readouterr().err
 
 
 def readme_commands():
@@ -115,11 +115,10 @@ def readme_commands():
 def test_readme_commands_parse_and_the_local_one_runs(capsys):
     commands = readme_commands()
     assert len(commands) == 10
-    parser = cli.build_parser()
     for command in commands:
         argv = shlex.split(command.split(" > ")[0])[1:]
-        args = parser.parse_args(argv)
-        assert args.command in ("storage", "evacuate")
+        name, _ = cli.parse_args(argv)
+        assert name.startswith(("storage ", "evacuate "))
     local = [c for c in commands if "--path /tmp --read-only" in c]
     code, out, _ = run(shlex.split(local[0])[1:], capsys)
     assert code == 0 and json.loads(out)["path"] == "/tmp"

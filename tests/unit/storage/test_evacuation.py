@@ -7,7 +7,8 @@ from oslo_config import cfg
 
 from scheduler_ext import conf as se_conf
 from scheduler_ext.storage.evacuation import (
-    ClusterHost, EvacuationPlanner, Instance, Policy, majority, policy_from_conf)
+    ClusterHost, EvacuationPlanner, Instance, majority)
+from scheduler_ext.storage.fencing_policy import Policy, policy_from_conf
 from tests.unit.storage.evacworld import World, hci, kinds, servers
 
 HOUR = 3600.0

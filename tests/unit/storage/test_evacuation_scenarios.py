@@ -5,7 +5,7 @@ split, 2 nodes, storage quorum lost, and a mass failure. Each also runs the
 world's checks (no fence or evacuation that costs the storage its quorum,
 none while it is lost, no evacuation from an unfenced host)."""
 
-from scheduler_ext.storage.evacuation import Policy
+from scheduler_ext.storage.fencing_policy import Policy
 from tests.unit.storage.evacworld import World, hci, servers
 
 HARD = ("restart-agent", "graceful-reboot", "hard-reboot")

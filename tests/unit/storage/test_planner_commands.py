@@ -9,10 +9,10 @@ import json
 import pytest
 
 from scheduler_ext.cmd import main as cli
-from scheduler_ext.cmd import storage as storage_cmd
+from scheduler_ext.cmd import compute_access
 from scheduler_ext.storage import evacuation_run, livemigration_check
 from scheduler_ext.storage.errors import StorageError
-from scheduler_ext.storage.evacuation import Policy
+from scheduler_ext.storage.fencing_policy import Policy
 from scheduler_ext.storage.report import HostReport
 from tests.unit.storage.reports import shared
 
@@ -90,7 +90,7 @@ def test_the_seeds_server_volume_backed_with_a_vfat_config_drive():
 def test_live_migration_command_prints_the_decision_and_hazards(
         tmp_path, capsys, monkeypatch):
     api = FakeCompute([], {"s": srv("s", "cn1", ephemeral=1)})
-    monkeypatch.setattr(storage_cmd, "compute_endpoint", lambda args: api)
+    monkeypatch.setattr(compute_access, "endpoint", lambda args: api)
     files = []
     for report in REPORTS.values():
         path = tmp_path / f"{report.host}.json"
@@ -100,17 +100,19 @@ def test_live_migration_command_prints_the_decision_and_hazards(
     tunnel.write_text("[libvirt]\nlive_migration_tunnelled = true\n")
     code = cli.main(["storage", "live-migration", "s", "cn3", "--reports",
                      *files, "--compute-url", "http://unused",
-                     "--source-conf", str(tunnel)])
-    out = capsys.readouterr().out
+                     "--source-conf", str(tunnel), "-f", "json"])
+    shown = json.loads(capsys.readouterr().out)
     assert code == 0
-    assert "server s: cn1 -> cn3" in out
-    assert "nova does: block: nothing [_live_migration_operation" in out
-    assert "hazard tunnelled-block-migration-copies-nothing" in out
+    assert (shown["source"], shown["destination"]) == ("cn1", "cn3")
+    assert shown["nova does"] == "block: nothing"
+    assert shown["nova source"] == "_live_migration_operation, Guest.migrate"
+    assert shown["hazards"].startswith(
+        "tunnelled-block-migration-copies-nothing: ")
     code = cli.main(["storage", "live-migration", "s", "cn2", "--reports",
                      *files, "--compute-url", "http://unused",
-                     "--block-migration", "true"])
-    out = capsys.readouterr().out
-    assert code == 1 and "nova does: InvalidLocalStorage" in out
+                     "--block-migration", "true", "-f", "json"])
+    shown = json.loads(capsys.readouterr().out)
+    assert code == 1 and shown["nova does"] == "InvalidLocalStorage"
 
 
 def test_a_host_without_a_report_is_named():
@@ -160,7 +162,7 @@ def test_storage_view_parse_and_bad_input():
 def test_evacuate_plan_writes_nothing_and_run_keeps_its_state(
         tmp_path, capsys, monkeypatch):
     api = fleet()
-    monkeypatch.setattr(storage_cmd, "compute_endpoint", lambda args: api)
+    monkeypatch.setattr(compute_access, "endpoint", lambda args: api)
     files = []
     for report in REPORTS.values():
         path = tmp_path / f"{report.host}.json"
@@ -170,23 +172,23 @@ def test_evacuate_plan_writes_nothing_and_run_keeps_its_state(
     view = tmp_path / "view.json"
     view.write_text(json.dumps({"quorum": ["cn1", "cn2", "cn4"], "down": []}))
     argv = ["--reports", *files, "--state", str(state), "--storage-view",
-            str(view), "--compute-url", "http://unused"]
+            str(view), "--compute-url", "http://unused", "-f", "value"]
     assert cli.main(["evacuate", "plan", *argv]) == 0
-    assert "nothing to do" in capsys.readouterr().out
+    assert "nothing to do" in capsys.readouterr().err
     api.services[0].update(state="down")          # cn1's heartbeat is lost
     assert cli.main(["evacuate", "run", *argv]) == 0
-    out = capsys.readouterr().out
-    assert "restart-agent cn1: suspect since" in out
-    assert "operator: restart-agent cn1" in out
+    out, err = capsys.readouterr()
+    assert out.startswith("restart-agent cn1 suspect since")
+    assert "operator: restart-agent cn1" in err
     saved = json.loads(state.read_text())
     assert list(saved["suspects"]) == ["cn1"]
     api.services[0].update(forced_down=True)      # the operator fenced it
     assert cli.main(["evacuate", "plan", *argv]) == 0
     out = capsys.readouterr().out
-    assert "would evacuate vm0 from cn1 to cn2" in out and api.posts == []
+    assert "would evacuate cn1 vm0 to cn2" in out and api.posts == []
     assert json.loads(state.read_text()) == saved  # plan wrote nothing
     assert cli.main(["evacuate", "run", *argv]) == 0
-    assert "evacuate vm0 from cn1 to cn2" in capsys.readouterr().out
+    assert "evacuate cn1 vm0 to cn2" in capsys.readouterr().out
     assert len(api.posts) == 3
     # with cn2 out of the storage quorum: 1 of 3 up, nothing moves
     view.write_text(json.dumps({"quorum": ["cn1", "cn2", "cn4"],
@@ -195,3 +197,15 @@ def test_evacuate_plan_writes_nothing_and_run_keeps_its_state(
     api.posts.clear()
     assert cli.main(["evacuate", "run", *argv]) == 1
     assert "alert" in capsys.readouterr().out and api.posts == []
+
+
+def test_evacuate_bad_input_is_one_line(tmp_path, capsys):
+    report = tmp_path / "cn1.json"
+    report.write_text(REPORTS["cn1"].to_json())
+    state = tmp_path / "state.json"
+    state.write_text("[1, 2]")
+    code = cli.main(["evacuate", "plan", "--reports", str(report), "--state",
+                     str(state), "--compute-url", "http://127.0.0.1:9"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert f"--state {state}: not a planner state" in err
