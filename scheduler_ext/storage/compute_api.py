@@ -10,6 +10,7 @@ import dataclasses
 from typing import Any, Mapping, Protocol
 
 from keystoneauth1 import adapter as ks_adapter
+from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
 from keystoneauth1 import session as ks_session
 
@@ -19,6 +20,10 @@ from scheduler_ext.storage.errors import StorageError
 #: (2.53), evacuate without on_shared_storage (2.14), a host in the boot
 #: request (2.74; our functional tests boot servers onto given hosts)
 MICROVERSION = "2.74"
+
+
+class ComputeUnreachable(StorageError):
+    """Nova's compute API (or keystone before it) could not be reached."""
 
 
 class ComputeEndpoint(Protocol):
@@ -54,9 +59,15 @@ class KeystoneCompute:
                                       endpoint_override=url.rstrip("/")))
 
     def _json(self, method: str, path: str, body: Any = None) -> Any:
-        resp = self.adapter.request(path, method, raise_exc=False,
-                                    microversion=MICROVERSION,
-                                    json=body)
+        try:
+            resp = self.adapter.request(path, method, raise_exc=False,
+                                        microversion=MICROVERSION, json=body)
+        except (ks_exc.ConnectionError, ks_exc.RequestTimeout) as exc:
+            raise ComputeUnreachable(
+                f"compute API unreachable: {type(exc).__name__}: "
+                f"{str(exc).splitlines()[0][:200]}") from None
+        except ks_exc.ClientException as exc:
+            raise StorageError(f"compute API {method} {path}: {exc}") from None
         if resp.status_code >= 400:
             raise StorageError(f"compute API {method} {path}: HTTP "
                                f"{resp.status_code}: {resp.text[:300]}")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from scheduler_ext.errors import ConfigError
+
 LADDER_STEPS = ("log-only", "restart-agent", "graceful-reboot", "hard-reboot")
 FENCES = ("graceful-reboot", "hard-reboot")
 DEFAULT_LADDER = ("restart-agent", "graceful-reboot")
@@ -43,6 +45,12 @@ class Policy:
 def policy_from_conf(conf: Any) -> Policy:
     """The policy of ``[storage]`` (a ConfigOpts with our options)."""
     opts = conf.storage
-    return Policy(tuple(opts.fence_ladder), opts.fence_step_timeout,
-                  opts.brake_fraction, opts.fence_batch, opts.evacuation_batch,
-                  opts.fence_timeout)
+    try:
+        return Policy(tuple(opts.fence_ladder), opts.fence_step_timeout,
+                      opts.brake_fraction, opts.fence_batch,
+                      opts.evacuation_batch, opts.fence_timeout)
+    except ValueError as exc:   # the other options' ranges are oslo's checks
+        raise ConfigError(f"[storage] fence_ladder "
+                          f"{','.join(opts.fence_ladder)}: {exc}",
+                          option="fence_ladder",
+                          value=list(opts.fence_ladder)) from None

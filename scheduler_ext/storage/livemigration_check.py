@@ -35,7 +35,8 @@ def compute_conf(text: str, origin: str = "nova.conf") -> ComputeConf:
     try:
         parser.read_string(text, source=origin)
     except configparser.Error as exc:
-        raise StorageError(f"{origin}: {exc}") from None
+        raise StorageError(f"{origin}: not an INI file: "
+                           f"{str(exc).splitlines()[0]}") from None
 
     def get(section: str, key: str, default: str) -> str:
         if section == "DEFAULT":
