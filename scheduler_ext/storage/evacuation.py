@@ -84,6 +84,7 @@ class _Suspect:
     step: int = -1             # index in the ladder of the last step taken
     step_at: float = 0.0
     fencing: bool = False      # a fence in flight (holds a batch slot)
+    fence: str = ""            # the last fence issued (a ladder step)
     fence_at: float = 0.0
     stuck: bool = False        # a fence timed out unconfirmed
     deferred: str = ""         # the reason last logged for a deferred fence
@@ -203,7 +204,7 @@ class EvacuationPlanner:
         s = self.suspects.pop(name)
         notes = []
         if s.unconfirmed:
-            notes.append(f"its {self.policy.ladder[s.step]} is abandoned")
+            notes.append(f"its {s.fence} is abandoned")
         if name in confirmed:
             notes.append("the fence confirmation of this tick is ignored")
         left = self.to_evacuate.pop(name, [])
@@ -276,7 +277,7 @@ class EvacuationPlanner:
         if s.fencing and now - s.fence_at >= self.policy.fence_timeout:
             s.fencing, s.stuck = False, True
             out.append(Action(now, "alert", name, (
-                f"{self.policy.ladder[s.step]} issued at {s.fence_at:g} not "
+                f"{s.fence} issued at {s.fence_at:g} not "
                 f"confirmed within {self.policy.fence_timeout:g} s: fence "
                 "stuck; the host counts as down for the quorum and is not "
                 "evacuated until a fence is confirmed")))
@@ -341,7 +342,7 @@ class EvacuationPlanner:
             if why:
                 self._defer(now, name, step, why, out)
                 return
-            s.fencing, s.fence_at = True, now
+            s.fencing, s.fence, s.fence_at = True, step, now
         s.step, s.step_at = s.step + 1, now
         s.deferred, s.deferred_since, s.deferral_alerted = "", None, False
         kind = "log" if step == "log-only" else step

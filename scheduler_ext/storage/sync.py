@@ -208,13 +208,20 @@ def plan(client: PlacementClient, topology: Topology, *, prune: bool = False,
     the reported hosts; with ``prune`` or ``check_strays`` every provider's
     aggregates (one read each), to find hosts in our aggregates that no
     report names."""
-    providers = client.list_providers()
+    listed = client.list_providers()
+    reported = {host for host, _, _ in topology.states}
+    aggregates = {}
+    gone = set()
+    for prov in listed:
+        if prune or check_strays or prov.name in reported or \
+                prov.name.startswith(NAME_PREFIX):
+            try:
+                aggregates[prov.uuid] = client.get_aggregates(prov.uuid)[1]
+            except errors.NotFound:         # deleted since the list
+                gone.add(prov.uuid)
+    providers = [p for p in listed if p.uuid not in gone]
     by_name = {p.name: p for p in providers}
     by_uuid = {p.uuid: p for p in providers}
-    reported = {host for host, _, _ in topology.states}
-    to_read = [p for p in providers if prune or check_strays
-               or p.name in reported or p.name.startswith(NAME_PREFIX)]
-    aggregates = {p.uuid: client.get_aggregates(p.uuid)[1] for p in to_read}
     out = SyncPlan(warnings=list(topology.warnings))
     for spec in topology.providers:
         _plan_sharing(client, spec, by_name, by_uuid, out)

@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 
+from scheduler_ext import errors
 from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement
 from scheduler_ext.storage import sync, topology
 from scheduler_ext.storage.report import HostReport
@@ -124,3 +125,20 @@ def test_prune_without_reports_of_other_hosts_keeps_foreign_aggregates(client):
     client.set_aggregates(by_name["cn3"], gen, current | {other})
     converge(client, three_hosts())
     assert other in aggs(client, "cn3")
+
+
+def test_a_provider_deleted_between_the_list_and_its_read_is_skipped(client):
+    stray = compute(client, "cn9")
+
+    class DeletedMeanwhile:
+        def __getattr__(self, name):
+            return getattr(client, name)
+
+        def get_aggregates(self, rp):
+            if rp == stray:
+                raise errors.NotFound("resource provider not found")
+            return client.get_aggregates(rp)
+
+    plan = sync.plan(DeletedMeanwhile(), topology.build(three_hosts()),
+                     prune=True)
+    assert plan.changes == [] and plan.refusals == []
