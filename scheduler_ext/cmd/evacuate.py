@@ -4,10 +4,10 @@ on a real cloud, one tick per run (run ``evacuate run`` from a timer).
 * ``evacuate plan``: read nova's compute services and servers, the storage
   reports and the storage cluster's view, and list what the planner would
   do now (nothing is written, the state file included).
-* ``evacuate run``: the same, then evacuate through nova's API, list the
-  fence steps for the operator's fencing (nova has no fencing API; a
-  fenced host is confirmed by forcing its compute service down), and save
-  the planner's state.
+* ``evacuate run``: the same, then evacuate through nova's API, run the
+  ladder steps with ``--fence-command`` (or list them for the operator:
+  nova has no fencing API; a fenced host is confirmed by forcing its
+  compute service down), and save the planner's state.
 
 Exit 1 when the tick raised an alert.
 """
@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
+import subprocess
 import sys
 import time
 from typing import Any
@@ -39,6 +41,35 @@ def _state(path: str) -> dict | None:
     return data
 
 
+class CommandFencer:
+    """An ``evacuation_run.Fencer`` running the operator's command (no
+    shell; 120 s at most)."""
+
+    TIMEOUT = 120.0
+
+    def __init__(self, template: str):
+        try:
+            self.argv = shlex.split(template)
+        except ValueError as exc:
+            raise common.UsageError(f"--fence-command: {exc}") from None
+        if not self.argv:
+            raise common.UsageError("--fence-command: empty")
+
+    def __call__(self, step: str, host: str) -> str:
+        argv = [a.replace("{step}", step).replace("{host}", host)
+                for a in self.argv]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True,
+                                  timeout=self.TIMEOUT, check=False)
+        except subprocess.TimeoutExpired:
+            return f"{argv[0]} did not finish within {self.TIMEOUT:g} s"
+        except OSError as exc:
+            return f"{argv[0]}: {exc.strerror}"
+        said = (done.stdout or done.stderr).strip().splitlines()
+        return f"{argv[0]} exited {done.returncode}" + (
+            f": {said[-1][:200]}" if said else "")
+
+
 class _Tick(base.Lister):
     apply = False
 
@@ -53,6 +84,13 @@ class _Tick(base.Lister):
                             help='the members of the storage cluster: '
                                  '{"quorum": [hosts], "down": [hosts]}')
         compute_access.add_arguments(parser)
+        if self.apply:
+            parser.add_argument(
+                "--fence-command", metavar="TEMPLATE",
+                help="run for each ladder step, {step} and {host} filled in "
+                     "(e.g. '/usr/local/bin/fence {step} {host}'); without "
+                     "it the steps are listed for the operator. A fence "
+                     "counts once the host's compute service is forced down")
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
         args = parsed_args
@@ -79,8 +117,11 @@ class _Tick(base.Lister):
             else:
                 rows.append((a.kind, a.host, a.reason))
         if self.apply:
-            for step in evacuation_run.execute(api, result.actions):
-                print(f"operator: {step}", file=sys.stderr)
+            fencer = (CommandFencer(args.fence_command) if args.fence_command
+                      else None)
+            for line in evacuation_run.execute(api, result.actions, fencer):
+                print(f"{'fence' if fencer else 'operator'}: {line}",
+                      file=sys.stderr)
             common.write_json(args.state, result.state)
         if not result.actions:
             print("nothing to do", file=sys.stderr)

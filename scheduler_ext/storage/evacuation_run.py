@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
 
 from scheduler_ext.storage import compute_api
 from scheduler_ext.storage.errors import StorageError
@@ -113,14 +113,28 @@ def tick(api: compute_api.ComputeEndpoint, reports: Mapping[str, HostReport],
     return Tick(actions, planner.state(), notes)
 
 
-def execute(api: compute_api.ComputeEndpoint, actions: list[Action]) -> list[str]:
-    """Carry out the evacuations (through nova's API); the fence steps are
-    returned for the operator's fencing (nova has no fencing API)."""
-    for_operator = []
+class Fencer(Protocol):
+    """Carries out one ladder step (restart-agent, graceful-reboot or
+    hard-reboot) on a host; returns what happened, in one line. A fence
+    counts only once confirmed (the compute service forced down)."""
+
+    def __call__(self, step: str, host: str) -> str: ...
+
+
+FENCE_STEPS = ("restart-agent", "graceful-reboot", "hard-reboot")
+
+
+def execute(api: compute_api.ComputeEndpoint, actions: list[Action],
+            fencer: Fencer | None = None) -> list[str]:
+    """Carry out the evacuations (through nova's API) and, with a
+    ``fencer``, the ladder steps; one line per ladder step (what the fencer
+    said, or the step for the operator: nova has no fencing API)."""
+    lines = []
     for a in actions:
         if a.kind == "evacuate":
             assert a.instance and a.destination
             compute_api.evacuate(api, a.instance, a.destination)
-        elif a.kind in ("restart-agent", "graceful-reboot", "hard-reboot"):
-            for_operator.append(f"{a.kind} {a.host}: {a.reason}")
-    return for_operator
+        elif a.kind in FENCE_STEPS:
+            lines.append(f"{a.kind} {a.host}: " + (
+                fencer(a.kind, a.host) if fencer else a.reason))
+    return lines

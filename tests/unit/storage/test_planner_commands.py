@@ -176,10 +176,12 @@ def test_evacuate_plan_writes_nothing_and_run_keeps_its_state(
     assert cli.main(["evacuate", "plan", *argv]) == 0
     assert "nothing to do" in capsys.readouterr().err
     api.services[0].update(state="down")          # cn1's heartbeat is lost
-    assert cli.main(["evacuate", "run", *argv]) == 0
+    assert cli.main(["evacuate", "run", *argv, "--fence-command",
+                     "echo done {step} on {host}"]) == 0
     out, err = capsys.readouterr()
     assert out.startswith("restart-agent cn1 suspect since")
-    assert "operator: restart-agent cn1" in err
+    assert "fence: restart-agent cn1: echo exited 0: done restart-agent on " \
+        "cn1" in err
     saved = json.loads(state.read_text())
     assert list(saved["suspects"]) == ["cn1"]
     api.services[0].update(forced_down=True)      # the operator fenced it
