@@ -19,7 +19,7 @@ from scheduler_ext.storage import (
     compute_api, diskmigration, evacuation_run, livemigration_check)
 from scheduler_ext.storage.fencing_policy import Policy
 from scheduler_ext.storage.report import HostReport
-from tests.nova.harness import OurCases
+from tests.nova.harness import OurCases, PasteConfigMixin
 
 CONF = conf.CONF
 DISK_GIB = 128
@@ -240,3 +240,91 @@ class LiveMigrationCheckInNova(OurCases, nova_helpers.ProviderUsageBaseTestCase)
                                           reports)
         self.assertEqual("block: disk", local.decision.summary())
         self.assertFalse(local.disks.volume_backed)
+
+
+class StockMovesBypassingTheScheduler(PasteConfigMixin,
+                                      nova_helpers.ProviderUsageBaseTestCase):
+    """Seed 000: forced live migration and evacuation skip (part of) the
+    scheduler. With nova's own scheduler, a server whose DISK_GB is on a
+    sharing provider (the compute nodes closed by ``migrate-disk``): what
+    each move leaves there. Observations of stock nova 34, pinned: nothing
+    is lost any more, but a forced live migration is refused and an
+    evacuation to a named host finds no valid host."""
+
+    compute_driver = "fake.MediumFakeDriver"
+
+    def setUp(self):
+        super().setUp()
+        for host in ("host1", "host2"):
+            setattr(self, host, self._start_compute(host))
+        self.shared = self._post_resource_provider("shared-storage:test")["uuid"]
+        self._set_inventory(self.shared, {
+            "resource_class": "DISK_GB", "total": 1000, "reserved": 0,
+            "min_unit": 1, "max_unit": 1000, "step_size": 1,
+            "allocation_ratio": 1.0})
+        self._set_provider_traits(self.shared, ["MISC_SHARES_VIA_AGGREGATE"])
+        for rp in [self.shared] + [self._get_provider_uuid_by_host(h)
+                                   for h in ("host1", "host2")]:
+            self._set_aggregate(rp, uuids.shared_disk)
+        client = placement_client.from_report_client(
+            report.report_client_singleton())
+        result = diskmigration.apply(client, diskmigration.plan(client))
+        self.assertEqual(2, len(result.closed))
+        self.admin_api.microversion = "2.67"     # force=True is gone in 2.68
+        # not onto a given host: nova then asks placement in_tree of that
+        # host, which leaves the sharing provider out (NoValidHost)
+        self.server = self._create_server(networks="none", api=self.admin_api)
+        self.source = self.server["OS-EXT-SRV-ATTR:host"]
+        self.dest = "host2" if self.source == "host1" else "host1"
+        self.assertEqual({self.shared: 1}, self._disk())
+
+    def _disk(self):
+        allocs = self._get_allocations_by_server_uuid(self.server["id"])
+        return {rp: a["resources"]["DISK_GB"] for rp, a in allocs.items()
+                if "DISK_GB" in a["resources"]}
+
+    def _force_down_source(self):
+        service = self.admin_api.get_services(host=self.source,
+                                              binary="nova-compute")[0]
+        getattr(self, self.source).stop()
+        self.admin_api.put_service(service["id"], {"forced_down": "true"})
+
+    def test_a_forced_live_migration_is_refused(self):
+        # nova 34 no longer loses the sharing allocation: it refuses to
+        # force a move of an instance with allocations beyond its node
+        self.admin_api.post_server_action(self.server["id"], {
+            "os-migrateLive": {"host": self.dest, "block_migration": "auto",
+                               "force": True}})
+        self._wait_for_migration_status(self.server, ["error"])
+        server = self.admin_api.get_server(self.server["id"])
+        self.assertEqual((self.source, "ACTIVE"),
+                         (server["OS-EXT-SRV-ATTR:host"], server["status"]))
+        self.assertEqual({self.shared: 1}, self._disk())
+
+    def test_an_evacuation_to_a_named_host_finds_no_valid_host(self):
+        # a named destination is asked of placement in_tree of that host,
+        # which leaves the sharing provider out: no candidate
+        self._force_down_source()
+        self.admin_api.microversion = "2.74"
+        self.admin_api.post_server_action(self.server["id"],
+                                          {"evacuate": {"host": self.dest}})
+        self._wait_for_migration_status(self.server, ["error"])
+        server = self.admin_api.get_server(self.server["id"])
+        self.assertEqual(self.source, server["OS-EXT-SRV-ATTR:host"])
+        self.assertEqual({self.shared: 1}, self._disk())
+
+    def test_an_evacuation_the_scheduler_places_keeps_the_disk_once(self):
+        self._force_down_source()
+        self.admin_api.microversion = "2.74"
+        self.admin_api.post_server_action(self.server["id"], {"evacuate": {}})
+        self._wait_for_server_parameter(self.server, {
+            "OS-EXT-SRV-ATTR:host": self.dest, "status": "ACTIVE"})
+        self._wait_for_migration_status(self.server, ["done"])
+        self.assertEqual({self.shared: 1}, self._disk())
+        self.assertEqual(1, self._get_provider_usages(self.shared)["DISK_GB"])
+
+
+class OurMovesBypassingTheScheduler(OurCases, StockMovesBypassingTheScheduler):
+    """The same with scheduler-ext's scheduler: the same three outcomes (the
+    named-host evacuation is asked of placement in_tree by nova's
+    conductor, whichever scheduler serves it)."""

@@ -419,3 +419,13 @@ def test_evacuate_and_live_migration_commands_read_nova(nova_results):
     ``storage live-migration`` reads the server's disks from nova."""
     _assert_all_pass(nova_results, "EvacuatePlannerInNova", at_least=2)
     _assert_all_pass(nova_results, "LiveMigrationCheckInNova", at_least=1)
+
+
+def test_moves_bypassing_the_scheduler_with_a_sharing_provider(nova_results):
+    """Seed 000's forced live migration and evacuation of a server whose
+    DISK_GB is on a sharing provider, with nova's scheduler and ours: the
+    forced live migration is refused (complex allocations), the evacuation
+    to a named host finds no valid host (in_tree leaves the sharing
+    provider out), the scheduler-placed evacuation keeps the disk once."""
+    _assert_all_pass(nova_results, "StockMovesBypassingTheScheduler", at_least=3)
+    _assert_all_pass(nova_results, "OurMovesBypassingTheScheduler", at_least=3)
