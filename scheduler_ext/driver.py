@@ -18,7 +18,6 @@ from stevedore import driver as sd_driver
 
 from scheduler_ext import conf as se_conf
 from scheduler_ext import errors
-from scheduler_ext.moves.journal import ReleaseJournal
 from scheduler_ext.moves.request import ScheduleRequest, Selection
 from scheduler_ext.placement import Allocations, CandidatesEndpoint, PlacementClient
 from scheduler_ext.placement.model import ConsumerAllocations
@@ -111,13 +110,10 @@ class SchedulerDriver:
 
     def _strategy(self, strategy_cls: Any, source: CandidateSource) -> Any:
         opts = self.conf.scheduler_ext
-        strategy = strategy_cls(
+        return strategy_cls(
             self.client, source, max_alternates=opts.max_alternates,
             max_claim_attempts=opts.max_claim_attempts,
             prefer_same_host=opts.prefer_same_host)
-        # where a real release is recorded first (moves.release)
-        strategy.journal = ReleaseJournal(opts.release_journal_dir)
-        return strategy
 
     def refresh(self) -> None:
         """Bring the candidate source's view up to date (every increase

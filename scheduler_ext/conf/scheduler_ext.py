@@ -199,17 +199,6 @@ OPTS = [
              "such collections take a fifth of a decision at 10,000 hosts. "
              "Objects frozen are still freed when nothing refers to them; "
              "only reference cycles among them are never collected."),
-    cfg.StrOpt(
-        "release_journal_dir", default="/var/lib/scheduler-ext/release-journal",
-        help="Directory of the release journal: before a move's old "
-             "allocations are really released in placement (only for "
-             "queries the engine cannot model), the release is recorded "
-             "here, and removed once the claim or the restore is written. "
-             "A restarted scheduler restores what a crash left released. "
-             "Must be writable by the scheduler service; created on first "
-             "use. When it cannot be written, the real release is not "
-             "made and the move is answered as nova's stock scheduler "
-             "would."),
 ]
 
 

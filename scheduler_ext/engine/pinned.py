@@ -17,6 +17,9 @@ group where the old allocations allow it; when those picks break the
 group's own filters, ``group_policy=isolate`` or ``same_subtree``, or do
 not fit, the engine's picks for the granular groups are used instead (the
 old and new request groups are not matched by name: suffixes may change).
+A device class (``placement.DEVICE_CLASSES``: vGPUs) is never kept: the new
+flavor's devices are new ones, beside the old (``whole_devices``), so the
+engine's pick serves it.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 import numpy as np
 
 from scheduler_ext.engine import supply
-from scheduler_ext.placement import WHOLE_DEVICE_TRAIT, Allocations
+from scheduler_ext.placement import (DEVICE_CLASSES, WHOLE_DEVICE_TRAIT,
+                                     Allocations)
 from scheduler_ext.placement.query import CandidateRequest
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -51,16 +55,21 @@ def serves(index: "CapacityIndex", rp: str, root: str) -> bool:
 
 def whole_devices(index: "CapacityIndex",
                   *allocs: Allocations | None) -> frozenset[str]:
-    """The providers of ``allocs`` that are whole devices (trait
-    ``WHOLE_DEVICE_TRAIT``), of those the index knows."""
+    """The providers of ``allocs`` that are devices the old and new flavor
+    of a move never share: those allocated a ``DEVICE_CLASSES`` class
+    (vGPUs), and whole devices (trait ``WHOLE_DEVICE_TRAIT``) of those the
+    index knows."""
+    mediated = frozenset(rp for a in allocs if a for rp, res in a.items()
+                         if DEVICE_CLASSES.intersection(res))
     with index.lock:
         rows = {index.row_of[rp]: rp for a in allocs if a for rp in a
                 if rp in index.row_of}
         if not rows:
-            return frozenset()
+            return mediated
         found = index.traits.any_of_rows(
             [WHOLE_DEVICE_TRAIT], np.fromiter(rows, np.int64, len(rows)))
-    return frozenset(rp for rp, hit in zip(rows.values(), found.tolist()) if hit)
+    return mediated | frozenset(
+        rp for rp, hit in zip(rows.values(), found.tolist()) if hit)
 
 
 def pinned(index: "CapacityIndex", fit: "Fit", i: int, pin: Allocations,
@@ -73,7 +82,10 @@ def pinned(index: "CapacityIndex", fit: "Fit", i: int, pin: Allocations,
     request = fit.request
     u = index.uuids
     root = u[int(fit.rows[i])]
-    supplier = {rc: _holder(index, pin, root, (rc,), set())
+    # a device class is never kept: the new flavor's devices are new ones
+    # (``whole_devices``), on the engine's pick as nova's would be
+    supplier = {rc: (None if rc in DEVICE_CLASSES
+                     else _holder(index, pin, root, (rc,), set()))
                 or u[int(fit.sources[rc][i])] for rc in request.resources}
     picks = {g.suffix: u[int(fit.granular[g.suffix][i])] for g in request.granular}
     kept = _kept_groups(index, request, root, pin, picks)
@@ -112,7 +124,8 @@ def _kept_groups(index: "CapacityIndex", request: CandidateRequest, root: str,
     taken: set[str] = set()
     for group in request.granular:
         rp = _holder(index, pin, root, group.resources, taken) \
-            if group.resources else None
+            if group.resources and not DEVICE_CLASSES.intersection(
+                group.resources) else None
         kept[group.suffix] = rp or picks[group.suffix]
         taken.add(kept[group.suffix])
     return kept

@@ -1,4 +1,4 @@
 """Moves: the scheduling request (``request``), the consumers a decision
 reads (``consumers``), the allocation state machine of a claim
-(``strategy``, with the real-release path in ``release``) and the repair of
-what nova's own code leaves (``reconcile``)."""
+(``strategy``) and the repair of what nova's own code leaves
+(``reconcile``)."""

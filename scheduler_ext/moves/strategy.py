@@ -25,18 +25,20 @@ the migration holds none). After a same-host pick both leave the instance
 with max(old, new), and ``reconcile`` trims it to the live flavor: a
 decrease, which always fits.
 
-Whole devices (providers with ``placement.WHOLE_DEVICE_TRAIT``: a PCI
-device nova's compute assigns to one server) are the exception. The old
-and new flavors never share one (nova attaches the new devices while the
-old stay assigned), and only a migration holding the old ones lets
-confirm free them and revert free the new ones. So when the old
-allocations or the same-host candidate use a whole device, the same host
-is taken as nova takes it: the new flavor beside the old
-(``MoveCandidates.held_source``), written as for another host.
+The same-host candidate is always on the providers the server holds
+(``engine.pinned``), whichever source answered, and the old allocations
+are only ever treated as free in the source's view: nothing is released
+in placement before the claim.
 
-Only when the candidates come from placement for a query the engine
-cannot model does the release of the old allocations have to be a real
-write; that path is ``moves.release`` (journaled, restored on any error).
+Devices are the exception (``engine.pinned.whole_devices``: a PCI device
+nova's compute assigns whole to one server, a pGPU's vGPUs). The old and
+new flavors never share one (nova attaches the new devices, or creates
+the new mediated devices, while the old stay assigned), and only a
+migration holding the old ones lets confirm free them and revert free the
+new ones. So when the old allocations or the same-host candidate use a
+device (``MoveCandidates.beside_old``), the same host is taken as nova
+takes it: the new flavor beside the old (``MoveCandidates.held_source``),
+written as for another host.
 """
 
 from __future__ import annotations
@@ -47,14 +49,13 @@ from typing import Sequence
 from oslo_log import log as logging
 
 from scheduler_ext import errors
-from scheduler_ext.moves import consumers, release
+from scheduler_ext.moves import consumers
 from scheduler_ext.moves.consumers import Held
 from scheduler_ext.moves.request import ScheduleRequest, Selection
 from scheduler_ext.placement import (AllocationWrite, Allocations,
                                      PlacementClient, allocations)
-from scheduler_ext.moves.journal import ReleaseJournal
 from scheduler_ext.sources.base import (Candidate, CandidateSource, Inserted,
-                                        Ranking, RankedSource, RealReleaseNeeded)
+                                        Ranking, RankedSource)
 
 LOG = logging.getLogger(__name__)
 
@@ -69,11 +70,8 @@ class SameHostMoveStrategy:
 
     def __init__(self, client: PlacementClient, source: CandidateSource, *,
                  max_alternates: int = 2, max_claim_attempts: int = 3,
-                 prefer_same_host: bool = False,
-                 journal: ReleaseJournal | None = None):
+                 prefer_same_host: bool = False):
         self.client = client
-        #: where a real release is recorded first (``moves.release``)
-        self.journal = journal
         self.source = source
         #: claims tried, conflicts met, hosts claimed (for the benchmarks)
         self.stats: collections.Counter = collections.Counter()
@@ -132,26 +130,10 @@ class SameHostMoveStrategy:
         if move is not None and old and move.source_root not in old:
             LOG.warning("instance %s: old allocations %s are not on the "
                         "source %s", instance, sorted(old), move.source_root)
-        if move is None or not self.release or not old:
-            return self.claim_best(source, request, instance, held, old, None,
-                                   limit, alts)
-        if not source.virtual_release:
-            if move.allow_same_host:
-                return release.place_with_real_release(
-                    self, source, request, instance, held, limit, alts)
-            return self.claim_best(source, request, instance, held, old, None,
-                                   limit, alts)
-        try:
-            # the view treats the old allocations as free for the source
-            return self.claim_best(source, request, instance, held, old, old,
-                                   limit, alts)
-        except RealReleaseNeeded as why:
-            if not move.allow_same_host:
-                return self.claim_best(source, request, instance, held, old,
-                                       None, limit, alts)
-            LOG.info("instance %s: %s", instance, why)
-            return release.place_with_real_release(
-                self, source, request, instance, held, limit, alts)
+        # a move's view treats the old allocations as free for the source
+        released = old if move is not None and self.release and old else None
+        return self.claim_best(source, request, instance, held, old, released,
+                               limit, alts)
 
     def claim_best(self, source: CandidateSource, request: ScheduleRequest,
                    instance: str, held: Held, old: Allocations,
@@ -219,8 +201,8 @@ class SameHostMoveStrategy:
         pool = (Inserted(others, view.held_source)
                 if view.held_source and move.allow_same_host else others)
         same = view.same_host if move.allow_same_host else None
-        apart = not self.release or bool(view.whole_devices)
-        if view.whole_devices and move.allow_same_host:
+        apart = not self.release or view.beside_old
+        if view.beside_old and move.allow_same_host:
             # a device is never shared by the old and new flavors: the
             # source only with the new flavor beside the old, as nova does
             same = view.held_source

@@ -7,12 +7,12 @@ Nothing here imports another layer of scheduler-ext.
 from scheduler_ext.placement.client import CandidatesEndpoint, PlacementClient
 from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.placement.model import (
-    SHARING_TRAIT, WHOLE_DEVICE_TRAIT, AllocationWrite, Allocations,
-    ConsumerAllocations,
+    DEVICE_CLASSES, SHARING_TRAIT, WHOLE_DEVICE_TRAIT, AllocationWrite,
+    Allocations, ConsumerAllocations,
     FleetSnapshot, Inventory, Provider, ProviderRecord)
 
 __all__ = [
-    "SHARING_TRAIT", "WHOLE_DEVICE_TRAIT", "AllocationWrite", "Allocations",
+    "DEVICE_CLASSES", "SHARING_TRAIT", "WHOLE_DEVICE_TRAIT", "AllocationWrite", "Allocations",
     "CandidatesEndpoint",
     "ConsumerAllocations", "EmbeddedPlacement", "FleetSnapshot", "Inventory",
     "PlacementClient", "Provider", "ProviderRecord",

@@ -14,14 +14,18 @@ from typing import Iterable, Mapping, Protocol, runtime_checkable
 from scheduler_ext import errors
 from scheduler_ext.placement.change_log import Changes
 from scheduler_ext.placement.model import (
-    WHOLE_DEVICE_TRAIT, AllocationWrite, Allocations, ConsumerAllocations,
-    FleetSnapshot, Inventory, Provider, ProviderRecord)
+    DEVICE_CLASSES, WHOLE_DEVICE_TRAIT, AllocationWrite, Allocations,
+    ConsumerAllocations, FleetSnapshot, Inventory, Provider, ProviderRecord)
 
 
 @runtime_checkable
 class PlacementClient(Protocol):
     # --- providers and their set-up -------------------------------------
     def list_providers(self) -> list[Provider]: ...
+
+    def list_sharing_providers(self, aggregates: Iterable[str]) -> list[Provider]:
+        """The providers with ``SHARING_TRAIT`` in any of ``aggregates``
+        (none when ``aggregates`` is empty)."""
 
     def get_provider(self, rp_uuid: str) -> Provider: ...
 
@@ -133,13 +137,16 @@ def read_listed_providers(client: PlacementClient, providers: Iterable[Provider]
     return records, gone
 
 
-def read_whole_devices(client: PlacementClient,
-                       providers: Iterable[str]) -> set[str]:
-    """Those of ``providers`` that are whole devices (trait
-    ``WHOLE_DEVICE_TRAIT``), their traits read now; one deleted meanwhile
-    is not one."""
+def read_whole_devices(client: PlacementClient, allocs: Allocations) -> set[str]:
+    """The providers of ``allocs`` that are devices the old and new flavor
+    of a move never share: those allocated a ``DEVICE_CLASSES`` class, and
+    whole devices (trait ``WHOLE_DEVICE_TRAIT``, traits read now; one
+    deleted meanwhile is not one)."""
     out: set[str] = set()
-    for rp in providers:
+    for rp, res in allocs.items():
+        if DEVICE_CLASSES.intersection(res):
+            out.add(rp)
+            continue
         try:
             _, traits = client.get_traits(rp)
         except errors.NotFound:

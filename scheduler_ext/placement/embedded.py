@@ -47,8 +47,8 @@ from scheduler_ext.placement.change_log import ChangeLog, Changes
 from scheduler_ext.placement.ledger import AllocationLedger
 from scheduler_ext.placement.validation import answered_as_placement
 from scheduler_ext.placement.model import (
-    AllocationWrite, ConsumerAllocations, FleetSnapshot, Inventory, Provider,
-    ProviderRecord)
+    SHARING_TRAIT, AllocationWrite, ConsumerAllocations, FleetSnapshot,
+    Inventory, Provider, ProviderRecord)
 
 
 @dataclasses.dataclass
@@ -133,6 +133,13 @@ class EmbeddedPlacement:
     def list_providers(self) -> list[Provider]:
         with self._lock:
             return [p.public() for p in self._providers.values()]
+
+    @answered_as_placement
+    def list_sharing_providers(self, aggregates: Iterable[str]) -> list[Provider]:
+        aggs = validation.names(aggregates, validation.uuid, "aggregates")
+        with self._lock:
+            return [p.public() for p in self._providers.values()
+                    if SHARING_TRAIT in p.traits and p.aggregates & aggs]
 
     @answered_as_placement
     def get_provider(self, rp_uuid: str) -> Provider:
@@ -361,8 +368,13 @@ class EmbeddedPlacement:
         """Placement's ``_set_allocations``: check every row against the
         usage left once the named consumers' allocations are dropped, then
         commit all or nothing."""
-        rows = self._rows(checked)
         old = {c: self._consumers[c].allocations for c in checked}
+        rows = write_capacity.rows(checked, old)
+        for _, _, rc, _ in rows:
+            if not self._known_rc(rc):
+                raise errors.InvalidRequest(
+                    f"unable to allocate inventory: no such resource class {rc}",
+                    field="resource_class", value=rc)
         write_capacity.check(
             rows, self._ledger.usage, old,
             {rp: self._providers[rp].inventories for _, rp, _, _ in rows})
@@ -380,21 +392,3 @@ class EmbeddedPlacement:
             self._consumers[c].generation += 1
             if not self._consumers[c].allocations:
                 del self._consumers[c]
-
-    def _rows(self, checked: Mapping[str, AllocationWrite]) -> list[tuple[str, str, str, int]]:
-        """(consumer, rp, rc, amount) of the write; 0 marks a row of a
-        consumer being emptied. An unknown class is a 400."""
-        rows: list[tuple[str, str, str, int]] = []
-        for c, write in checked.items():
-            if write.allocations:
-                rows += [(c, rp, rc, n) for rp, res in write.allocations.items()
-                         for rc, n in res.items()]
-            else:
-                rows += [(c, rp, rc, 0) for rp, res in
-                         self._consumers[c].allocations.items() for rc in res]
-        for _, _, rc, _ in rows:
-            if not self._known_rc(rc):
-                raise errors.InvalidRequest(
-                    f"unable to allocate inventory: no such resource class {rc}",
-                    field="resource_class", value=rc)
-        return rows

@@ -22,7 +22,8 @@ from scheduler_ext import errors
 from scheduler_ext.placement import validation
 from scheduler_ext.placement.client import read_listed_providers
 from scheduler_ext.placement.model import (
-    AllocationWrite, ConsumerAllocations, FleetSnapshot, Inventory, Provider)
+    SHARING_TRAIT, AllocationWrite, ConsumerAllocations, FleetSnapshot,
+    Inventory, Provider)
 
 LOG = logging.getLogger(__name__)
 
@@ -43,8 +44,9 @@ def unreachable_reason(exc: Exception) -> str:
     at = re.search(r"(https?://[^\s:/]+(?::\d+)?[^\s:]*)", text)
     where = f" ({at.group(1)})" if at else ""
     if isinstance(exc, ks_exc.SSLError):
-        return ("TLS handshake failed: an https:// address for an http:// "
-                f"server, or a certificate not trusted{where}")
+        # the library's words tell a wrong scheme from an untrusted certificate
+        return ("TLS handshake failed (an https:// address for an http:// "
+                f"server, or a certificate not trusted): {text}")
     if isinstance(exc, (ks_exc.ConnectTimeout, ks_exc.RequestTimeout)):
         return f"no answer in time{where}"
     if isinstance(exc, ks_exc.EndpointNotFound):
@@ -191,6 +193,15 @@ class HttpPlacement:
     def list_providers(self) -> list[Provider]:
         return [self._provider(p) for p in
                 self._call("GET", "/resource_providers")["resource_providers"]]
+
+    def list_sharing_providers(self, aggregates: Iterable[str]) -> list[Provider]:
+        aggs = sorted(validation.names(aggregates, validation.uuid, "aggregates"))
+        if not aggs:
+            return []
+        query = urllib.parse.urlencode([("member_of", "in:" + ",".join(aggs)),
+                                        ("required", SHARING_TRAIT)])
+        return [self._provider(p) for p in self._call(
+            "GET", f"/resource_providers?{query}")["resource_providers"]]
 
     def get_provider(self, rp_uuid: str) -> Provider:
         rp_uuid = validation.uuid(rp_uuid, "resource_provider_uuid")

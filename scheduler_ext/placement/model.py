@@ -16,6 +16,12 @@ SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 #: new flavor of a same-host resize can never share such a device.
 WHOLE_DEVICE_TRAIT = "COMPUTE_MANAGED_PCI_DEVICE"
 
+#: Classes of devices nova assigns to one server from a provider that holds
+#: several: a pGPU's vGPUs. Nova's libvirt driver creates the new flavor's
+#: mediated devices while the old ones stay assigned, so the old and new
+#: flavor of a same-host resize never share them either.
+DEVICE_CLASSES = frozenset({"VGPU"})
+
 #: rp uuid -> resource class -> amount (whole units of the class).
 Allocations = Mapping[str, Mapping[str, int]]
 

@@ -1,17 +1,33 @@
 """Placement's capacity check of an allocation write
 (placement-semantics.md section 1, write path), on plain data: the embedded
-placement calls it with its rows, usage and inventories."""
+placement calls it with the write's rows (``rows``), usage and
+inventories."""
 
 from __future__ import annotations
 
 from typing import Mapping
 
 from scheduler_ext import errors
-from scheduler_ext.placement.model import Inventory
+from scheduler_ext.placement.model import AllocationWrite, Inventory
 
 #: (consumer, provider, class, amount) of a write; amount 0 marks a row of
 #: a consumer being emptied
 Row = tuple[str, str, str, int]
+
+
+def rows(writes: Mapping[str, AllocationWrite],
+         held: Mapping[str, Mapping[str, Mapping[str, int]]]) -> list[Row]:
+    """The rows of ``writes`` (consumer -> write); ``held``: what each
+    written consumer holds now, whose rows (amount 0) an emptying write
+    names."""
+    out: list[Row] = []
+    for c, write in writes.items():
+        if write.allocations:
+            out += [(c, rp, rc, n) for rp, res in write.allocations.items()
+                    for rc, n in res.items()]
+        else:
+            out += [(c, rp, rc, 0) for rp, res in held[c].items() for rc in res]
+    return out
 
 
 def check(rows: list[Row], usage: Mapping[tuple[str, str], int],

@@ -15,7 +15,6 @@ import itertools
 import operator
 from typing import Iterable, Mapping, Protocol, Sequence
 
-from scheduler_ext import errors
 from scheduler_ext.placement.model import Allocations
 from scheduler_ext.placement.query import CandidateRequest
 
@@ -52,32 +51,21 @@ class MoveCandidates:
     other hosts that fit with the old allocations still held (they stay
     held while the move runs), best first. ``held_source``: the source host
     if the new flavor fits beside the old one (what nova's conductor can
-    claim on a reschedule), else None. ``whole_devices``: the providers of
-    the old allocations and of ``same_host`` that are whole devices
-    (``placement.WHOLE_DEVICE_TRAIT``); when there is one, the move cannot
-    take max(old, new) on its host (see ``moves.strategy``).
+    claim on a reschedule), else None. ``beside_old``: the source can only
+    be taken as nova takes it, the new flavor beside the old
+    (``held_source``): the old allocations or ``same_host`` use a device
+    the two flavors never share (``engine.pinned.whole_devices``; see
+    ``moves.strategy``).
     """
 
     same_host: Candidate | None
     others: Sequence[Candidate]
     held_source: Candidate | None
-    whole_devices: frozenset[str] = frozenset()
-
-
-class RealReleaseNeeded(errors.Unsupported):
-    """``move_candidates`` cannot treat the old allocations as free without
-    writing to placement for this query (placement's answer alone cannot
-    say how the source host fits once they are freed): the caller must
-    really release them first (``moves.release``)."""
+    beside_old: bool = False
 
 
 class CandidateSource(Protocol):
     """Where candidates come from (the numpy engine, or placement)."""
-
-    #: True when ``move_candidates`` can treat ``released`` as free without
-    #: writing to placement (the engine); False when placement must really
-    #: release them first (candidates from placement itself).
-    virtual_release: bool
 
     def refresh(self) -> None:
         """Bring any cached view up to date before a decision."""
@@ -219,7 +207,6 @@ class RankedSource:
     def __init__(self, inner: CandidateSource, ranking: Ranking):
         self.inner = inner
         self.ranking = ranking
-        self.virtual_release = inner.virtual_release
 
     def refresh(self) -> None:
         self.inner.refresh()
@@ -260,7 +247,7 @@ class RankedSource:
             head = Weights(head)
             head.best_first = list(itertools.compress(best_first, map(n.__gt__, best_first)))
         return MoveCandidates(same, RankedCandidates(others, head), held,
-                              view.whole_devices)
+                              view.beside_old)
 
 
 def _reweighed(cand: Candidate, weight: float | None) -> Candidate | None:

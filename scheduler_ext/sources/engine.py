@@ -23,8 +23,6 @@ from scheduler_ext.sources.picked import PickedBatch, picked_candidates
 class EngineCandidateSource:
     """``CandidateSource`` backed by the numpy CapacityIndex."""
 
-    virtual_release = True
-
     def __init__(self, client: PlacementClient, conf: cfg.ConfigOpts):
         opts = conf.scheduler_ext
         self.weigher = Weigher.nova(opts.ram_weight_multiplier,
@@ -113,7 +111,7 @@ class EngineCandidateSource:
         devices = whole_devices(self.index, released,
                                 same.allocations if same else None)
         return MoveCandidates(same, _best_of(parts, limit, self.index),
-                              held_source, devices)
+                              held_source, bool(devices))
 
     def _on_source(self, fit: Fit, i: int, weight: float,
                    old: Allocations | None,

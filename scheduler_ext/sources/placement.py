@@ -3,47 +3,46 @@
 For queries the numpy engine cannot answer exactly (it raises
 Unsupported, see ``engine.names``), placement answers.
 
-Placement cannot be asked "as if these allocations were free". For a move
-the other hosts come from placement's answer with the old allocations
-still held (they stay held while the move runs), and the source host is
-checked by the engine on a small index of the source's own providers (the
-source and the providers of its old allocations, read now, and the rest
-of the source's tree when the query or the old allocations need it), with
-the old allocations released and kept on the providers they use
-(``engine.pinned``): no real release, and the source is offered whatever
-``placement_results_limit`` cuts from placement's answer. When even that
-small index is beyond the engine, ``move_candidates`` raises
-``RealReleaseNeeded`` and the strategy releases for real
-(``moves.release``), with this source in ``really_released`` mode.
+Placement cannot be asked "as if these allocations were free", and nothing
+is released to ask it. For a move the other hosts come from placement's
+answer with the old allocations still held (they stay held while the move
+runs). The source host is checked by the engine on a small index of the
+providers that can serve it (the source and the providers of the old
+allocations, read now; the rest of the source's tree and the sharing
+providers of its aggregates when the query or the old allocations need
+them), with the old allocations released and kept on the providers they
+use (``engine.pinned``), as the engine source does: the source is offered
+whatever ``placement_results_limit`` cuts from placement's answer.
+Placement has accepted the query by then, so every name it uses exists.
+Only a query beyond the engine itself (more than 64 required trait groups,
+which placement on MySQL or SQLite cannot answer either) raises
+Unsupported, before anything is written: the caller schedules it its own
+way (nova's adapter: nova's scheduler).
 """
 
 from __future__ import annotations
 
-import contextlib
-from typing import Iterable, Iterator
+from typing import Iterable
 
 import numpy as np
 from oslo_config import cfg
 
 from scheduler_ext import errors
+from scheduler_ext.engine import names
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.engine.pinned import Pinned, pinned, whole_devices
 from scheduler_ext.engine.weigh import Weigher
-from scheduler_ext.placement import (SHARING_TRAIT, WHOLE_DEVICE_TRAIT,
-                                     Allocations, CandidatesEndpoint,
-                                     PlacementClient, allocations)
-from scheduler_ext.placement.client import (read_listed_providers,
-                                            read_provider, read_whole_devices)
+from scheduler_ext.placement import (SHARING_TRAIT, Allocations,
+                                     CandidatesEndpoint, PlacementClient,
+                                     allocations)
+from scheduler_ext.placement.client import read_listed_providers, read_provider
 from scheduler_ext.placement.model import FleetSnapshot, ProviderRecord
 from scheduler_ext.placement.query import CandidateRequest
-from scheduler_ext.sources.base import (Candidate, MoveCandidates,
-                                        RealReleaseNeeded)
+from scheduler_ext.sources.base import Candidate, MoveCandidates
 
 
 class PlacementCandidateSource:
     """``CandidateSource`` asking placement for every decision."""
-
-    virtual_release = True
 
     def __init__(self, client: PlacementClient, conf: cfg.ConfigOpts):
         if not isinstance(client, CandidatesEndpoint):
@@ -53,8 +52,6 @@ class PlacementCandidateSource:
         opts = conf.scheduler_ext
         self.client = client
         self.single_precision = opts.allocation_ratio_storage == "single"
-        #: set while a real release is written (``really_released``)
-        self._released_now: Allocations | None = None
         self.results = opts.placement_results_limit
         self.weigher = Weigher.nova(opts.ram_weight_multiplier,
                                     opts.cpu_weight_multiplier,
@@ -107,35 +104,16 @@ class PlacementCandidateSource:
         cands, summaries = self._ask(query)
         return self._weighed(cands, summaries)[:limit]
 
-    @contextlib.contextmanager
-    def really_released(self, released: Allocations) -> Iterator[None]:
-        """For the block, placement's state has ``released`` really freed
-        (``moves.release`` wrote it): ``move_candidates`` answers from that
-        state."""
-        self._released_now = released
-        try:
-            yield
-        finally:
-            self._released_now = None
-
     def move_candidates(self, query: CandidateRequest, *, limit: int,
                         source: str, released: Allocations | None) -> MoveCandidates:
         """See the module docstring."""
-        if self._released_now is not None:
-            return self._after_real_release(query, limit, source,
-                                            self._released_now)
         cands, summaries = self._ask(query)
         if not released:
             weighed = self._weighed(cands, summaries)
             answer = next((c for c in weighed if c.root == source), None)
             return MoveCandidates(answer, [c for c in weighed
                                            if c.root != source][:limit], answer)
-        try:
-            same, held, view, devices = self._on_source(query, source, released)
-        except errors.Unsupported as exc:
-            raise RealReleaseNeeded(
-                f"source {source}: {exc}; the old allocations must be "
-                "released in placement to ask it") from exc
+        same, held, view, devices = self._on_source(query, source, released)
         # every host weighed against one view: the source's providers as
         # they are with the old allocations released (as the engine does)
         pool = [c for c in cands if c.root != source]
@@ -146,7 +124,7 @@ class PlacementCandidateSource:
             source, held[0], same_c.weight if same_c is not None else 0.0, held[1])
         return MoveCandidates(same_c, [c for c in weighed
                                        if c.root != source][:limit], held_c,
-                              devices)
+                              bool(devices))
 
     def _on_source(self, query: CandidateRequest, source: str,
                    released: Allocations
@@ -156,10 +134,12 @@ class PlacementCandidateSource:
         use, or None when it does not fit; provider summaries of the
         source's providers with ``released`` freed; the whole devices among
         the old allocations and the first), from the engine on the source's
-        own providers read now."""
+        own providers read now. Placement answered ``query``: its names
+        exist."""
         index = CapacityIndex.from_snapshot(
             FleetSnapshot(tuple(self._source_records(query, source, released))),
             single_precision_ratio=self.single_precision)
+        index.set_known_names(*names.used(query))
         out: list[Pinned | None] = []
         view: dict = {}
         for freed in (released, None):
@@ -178,12 +158,12 @@ class PlacementCandidateSource:
 
     def _source_records(self, query: CandidateRequest, source: str,
                         released: Allocations) -> list[ProviderRecord]:
-        """The source and the providers of the old allocations, read now (a
-        class the server does not hold yet must come from the source's
-        tree); the rest of the source's tree too (one more list of every
-        provider) when the query has granular groups, the old allocations
-        use a child provider, or a class asked for is held by none of
-        those."""
+        """The source and the providers of the old allocations, read now;
+        when the query has granular groups, the old allocations use a child
+        provider, or a class asked for is held by none of those, also the
+        rest of the source's tree (one more list of every provider) and the
+        sharing providers of the source's aggregates (a class the server
+        does not hold yet may come from any of them)."""
         records = []
         for rp in dict.fromkeys([source] + list(released)):
             try:
@@ -194,49 +174,14 @@ class PlacementCandidateSource:
         if query.granular or any(r.provider.parent_provider_uuid for r in records) \
                 or any(rc not in held for rc in query.resources):
             have = {r.provider.uuid for r in records}
-            more = [p for p in self.client.list_providers()
-                    if p.root_provider_uuid == source and p.uuid not in have]
-            records += read_listed_providers(self.client, more)[0]
+            aggs = next((r.aggregates for r in records
+                         if r.provider.uuid == source), frozenset())
+            more = {p.uuid: p for p in self.client.list_providers()
+                    if p.root_provider_uuid == source}
+            more.update((p.uuid, p) for p in self.client.list_sharing_providers(aggs))
+            records += read_listed_providers(
+                self.client, [p for rp, p in more.items() if rp not in have])[0]
         return records
-
-    def _after_real_release(self, query: CandidateRequest, limit: int,
-                            source: str, held: Allocations) -> MoveCandidates:
-        """Placement's current state has ``held`` released; other hosts
-        must fit with it held again."""
-        cands, summaries = self._ask(query)
-
-        def fits_with_held(c: Candidate) -> bool:
-            for rp, res in c.allocations.items():
-                for rc, n in res.items():
-                    again = held.get(rp, {}).get(rc, 0)
-                    if again:
-                        s = summaries[rp]["resources"][rc]
-                        if s["used"] + again + n > s["capacity"]:
-                            return False
-            return True
-
-        weighed = self._weighed(cands, summaries)
-        same = next((c for c in weighed if c.root == source), None)
-        others = [c for c in weighed if c.root != source and fits_with_held(c)]
-        # the source's best answer that fits beside ``held`` (placement
-        # answers several per host), weighed as the source is
-        held_source = None
-        if same is not None:
-            mine = [c for c in cands if c.root == source]
-            mine = [c for c in mine if c.allocations is same.allocations] + mine
-            held_source = next((c.with_weight(same.weight) for c in mine
-                                if fits_with_held(c)), None)
-        return MoveCandidates(same, others[:limit], held_source,
-                              self._whole_devices(held, same, summaries))
-
-    def _whole_devices(self, held: Allocations, same: Candidate | None,
-                       summaries: dict) -> frozenset[str]:
-        """The whole devices among ``held`` (read now: a released provider
-        may be missing from placement's answer) and ``same``'s providers
-        (from the answer's summaries)."""
-        out = {rp for rp in (same.allocations if same else ())
-               if WHOLE_DEVICE_TRAIT in summaries.get(rp, {}).get("traits", ())}
-        return frozenset(out | read_whole_devices(self.client, held))
 
 
 def _root(req: dict, summaries: dict) -> str:

@@ -58,8 +58,7 @@ def _booted(client, engine, tmp_path, old_devices, **host):
     client.create_resource_class(PCI)
     cn, devices = _device_host(client, **host)
     drv, model = start(PlacementWithCandidates(client), engine=engine,
-                       prefer_same_host=True,
-                       release_journal_dir=str(tmp_path / "journal"))
+                       prefer_same_host=True)
     allocs = {cn: dict(OLD), **{d: {PCI: 1} for d in devices[:old_devices]}}
     client.put_allocations(SERVER, AllocationWrite(
         allocs, model.project_id, model.user_id, None, "INSTANCE"))
@@ -151,18 +150,23 @@ def test_without_devices_the_same_full_host_takes_max_old_new(
     assert client.get_consumer(move.migration_uuid).allocations == {}
 
 
-def test_after_a_real_release_the_old_device_is_still_not_shared(
+def test_a_source_beyond_the_engine_is_answered_unsupported_writing_nothing(
         client, tmp_path, monkeypatch):
-    """The placement source's real-release path (the source's own
-    providers beyond the engine) finds the old device among the released
-    providers, which placement's answer may not name."""
+    """The placement source, for a query beyond the engine even on the
+    source's own providers, writes nothing (no release: nova's own
+    scheduler takes such a query, ``nova.scheduler``)."""
     def beyond_the_engine(*args, **kwargs):
         raise errors.Unsupported("a query the engine cannot model")
 
     monkeypatch.setattr(PlacementCandidateSource, "_on_source",
                         beyond_the_engine)
-    _assert_new_beside_old(client, *_booted(client, "placement", tmp_path, 1))
-    assert not list((tmp_path / "journal").iterdir())
+    drv, model, cn, devices = _booted(client, "placement", tmp_path, 1)
+    usage, held = invariants.state(client)
+    with pytest.raises(errors.Unsupported, match="cannot model"):
+        _resize_with_devices(drv, model, 2)
+    # as nova's conductor left it: the old flavor moved to the migration
+    migration = model.servers[SERVER].moves[-1].migration_uuid
+    assert invariants.state(client) == (usage, {migration: held[SERVER]})
 
 
 @settings(max_examples=150, deadline=None, derandomize=True,

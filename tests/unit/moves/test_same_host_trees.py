@@ -3,7 +3,9 @@ the old allocations' child providers are kept, for the unnumbered group
 and for granular groups, by the engine source and by the placement source
 (which reads the source's whole tree); granular groups fall back to the
 engine's own picks on the same host when the kept providers cannot serve
-them; the mappings follow the providers claimed."""
+them; the mappings follow the providers claimed. vGPUs are devices
+(issue 33 finding 5): the new ones are claimed beside the old, as stock
+claims them."""
 
 import uuid
 
@@ -67,39 +69,43 @@ def client():
 
 
 @pytest.mark.parametrize("engine", ["numpy", "placement"])
-def test_a_granular_vgpu_stays_on_its_pgpu(client, engine, tmp_path):
+def test_a_granular_vgpu_resize_takes_a_new_vgpu_beside_the_old(client, engine):
+    """A vGPU is a device (issue 33 finding 5): the new flavor's vGPU
+    beside the old one, as stock claims it (the engine's pick, pGPU A),
+    the migration holding the old flavor, in one write."""
     cn, gpu_a, gpu_b, _ = gpu_host(client)
     _moving(client, {cn: CPU, gpu_b: {"VGPU": 1}})
     placement = PlacementWithCandidates(client)
-    drv, _ = start(placement, engine=engine, prefer_same_host=True,
-                   release_journal_dir=str(tmp_path / "journal"))
+    drv, _ = start(placement, engine=engine, prefer_same_host=True)
     sel = _resize(drv, cn, _vgpu_query(1), {"VCPU": 1, "MEMORY_MB": 512})
     assert sel.root == cn
-    assert dict(sel.mappings) == {"": [cn], "_GPU": [gpu_b]}
+    assert dict(sel.mappings) == {"": [cn], "_GPU": [gpu_a]}
     assert client.get_consumer(SERVER).allocations == {
-        cn: {"VCPU": 2, "MEMORY_MB": 512}, gpu_b: {"VGPU": 1}}
-    assert client.get_usages(gpu_a)["VGPU"] == 0
+        cn: {"VCPU": 2, "MEMORY_MB": 512}, gpu_a: {"VGPU": 1}}
+    assert client.get_consumer(MIGRATION).allocations == {
+        cn: CPU, gpu_b: {"VGPU": 1}}
     assert placement.writes == 1        # the claim alone: no release
 
 
 @pytest.mark.parametrize("engine", ["numpy", "placement"])
-def test_an_unnumbered_vgpu_stays_on_its_pgpu(client, engine, tmp_path):
+def test_an_unnumbered_vgpu_resize_takes_a_new_vgpu_beside_the_old(client, engine):
     cn, gpu_a, gpu_b, _ = gpu_host(client)
     _moving(client, {cn: CPU, gpu_b: {"VGPU": 1}})
     drv, _ = start(PlacementWithCandidates(client), engine=engine,
-                   prefer_same_host=True,
-                   release_journal_dir=str(tmp_path / "journal"))
+                   prefer_same_host=True)
     query = CandidateRequest({"VCPU": 2, "MEMORY_MB": 512, "VGPU": 1})
     sel = _resize(drv, cn, query, {"VCPU": 1, "MEMORY_MB": 512, "VGPU": 1})
     assert sel.root == cn
     assert client.get_consumer(SERVER).allocations == {
-        cn: {"VCPU": 2, "MEMORY_MB": 512}, gpu_b: {"VGPU": 1}}
-    assert sorted(sel.mappings[""]) == sorted([cn, gpu_b])
+        cn: {"VCPU": 2, "MEMORY_MB": 512}, gpu_a: {"VGPU": 1}}
+    assert client.get_consumer(MIGRATION).allocations == {
+        cn: CPU, gpu_b: {"VGPU": 1}}
+    assert sorted(sel.mappings[""]) == sorted([cn, gpu_a])
 
 
-def test_a_vgpu_that_cannot_grow_where_it_is_takes_the_engines_pick(client, tmp_path):
+def test_a_vgpu_that_cannot_grow_where_it_is_takes_the_engines_pick(client):
     """pGPU B has 2 vGPUs; the new flavor wants 3: the same host is still
-    offered, its vGPUs on pGPU A (max(old, new) held per provider)."""
+    offered, the new vGPUs on pGPU A beside the old one."""
     cn, gpu_a, gpu_b, _ = gpu_host(client)
     _moving(client, {cn: CPU, gpu_b: {"VGPU": 1}})
     drv, _ = start(client, prefer_same_host=True)
@@ -107,7 +113,9 @@ def test_a_vgpu_that_cannot_grow_where_it_is_takes_the_engines_pick(client, tmp_
     assert sel.root == cn
     assert dict(sel.mappings) == {"": [cn], "_GPU": [gpu_a]}
     assert client.get_consumer(SERVER).allocations == {
-        cn: {"VCPU": 2, "MEMORY_MB": 512}, gpu_a: {"VGPU": 3}, gpu_b: {"VGPU": 1}}
+        cn: {"VCPU": 2, "MEMORY_MB": 512}, gpu_a: {"VGPU": 3}}
+    assert client.get_consumer(MIGRATION).allocations == {
+        cn: CPU, gpu_b: {"VGPU": 1}}
 
 
 def test_a_kept_provider_that_breaks_the_groups_filter_is_not_used(client):
@@ -143,9 +151,12 @@ def test_two_vgpu_groups_isolated_stay_on_their_two_pgpus(client):
 
 
 @pytest.mark.parametrize("end", ["confirm", "revert"])
-def test_reconcile_after_a_same_host_resize_keeps_a_vgpu_on_its_pgpu(client, end):
+def test_reconcile_after_a_same_host_resize_keeps_the_live_vgpu_on_its_pgpu(
+        client, end):
     """The reconcile places flavor classes on the host's child providers
-    too (the pGPU holding the vGPU), never looking for a sharing one."""
+    too (the pGPU holding the vGPU), never looking for a sharing one:
+    confirm leaves the new vGPU (pGPU A, beside the old), revert the old
+    one where it was (pGPU B)."""
     cn, gpu_a, gpu_b, _ = gpu_host(client)
     old = {"VCPU": 1, "MEMORY_MB": 512, "VGPU": 1}
     new = {"VCPU": 2, "MEMORY_MB": 1024, "VGPU": 1}
@@ -157,8 +168,8 @@ def test_reconcile_after_a_same_host_resize_keeps_a_vgpu_on_its_pgpu(client, end
     getattr(model, end)(SERVER)
     fixes = Reconciler(client).run(model.states(), apply=True)
     assert all(f.applied for f in fixes)
-    flavor = new if end == "confirm" else old
+    flavor, gpu = (new, gpu_a) if end == "confirm" else (old, gpu_b)
     assert client.get_consumer(SERVER).allocations == {
         cn: {"VCPU": flavor["VCPU"], "MEMORY_MB": flavor["MEMORY_MB"]},
-        gpu_b: {"VGPU": 1}}
+        gpu: {"VGPU": 1}}
     assert invariants.check_servers(client, model.states(), exact=True) == []

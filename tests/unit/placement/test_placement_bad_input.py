@@ -116,17 +116,18 @@ class _FailingAdapter:
         return resp
 
 
-@pytest.mark.parametrize("exc", [
-    ks_exc.SSLError("no way"), ks_exc.ConnectTimeout("no way"),
-    ks_exc.UnknownConnectionError("no way", None),
-    ks_exc.EndpointNotFound("no way"),
-], ids=lambda e: type(e).__name__)
-def test_transport_failures_are_placement_unavailable(exc):
+@pytest.mark.parametrize("exc, reason", [
+    (ks_exc.SSLError("no way"), "TLS handshake failed"),
+    (ks_exc.ConnectTimeout("no way"), "no answer in time"),
+    (ks_exc.UnknownConnectionError("no way", None), "connection failed"),
+    (ks_exc.EndpointNotFound("no way"), "no placement endpoint"),
+], ids=lambda e: type(e).__name__ if isinstance(e, Exception) else "")
+def test_transport_failures_are_placement_unavailable(exc, reason):
     p = HttpPlacement(_FailingAdapter(exc=exc))
     with pytest.raises(errors.PlacementUnavailable) as info:
         p.list_providers()
     assert "placement unreachable" in str(info.value)
-    assert "no way" in str(info.value)
+    assert reason in str(info.value)
 
 
 def test_server_error_is_placement_unavailable():

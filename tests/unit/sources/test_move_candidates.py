@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from scheduler_ext.engine import CapacityIndex, Weigher
+from scheduler_ext.engine.pinned import whole_devices
 from scheduler_ext.engine.weigh import top_k
 from scheduler_ext.lab import nested, synthetic
 from scheduler_ext.lab.bench_engine import flavor_requests
@@ -51,8 +52,9 @@ def two_fits(src, query, limit, source, released) -> MoveCandidates:
     order = top_k(w_h[idx], index.key_hi[fit_h.rows[idx]],
                   index.key_lo[fit_h.rows[idx]], limit)
     positions = idx[order]
+    devices = whole_devices(index, released, same.allocations if same else None)
     return MoveCandidates(same, picked_candidates(
-        fit_h, positions, w_h[positions].tolist()), held_source)
+        fit_h, positions, w_h[positions].tolist()), held_source, bool(devices))
 
 
 def _roots_of(allocs, index):

@@ -47,7 +47,7 @@ def _host(client, i, vcpus):
                     uuid=str(uuid.UUID(int=i + 1)))
 
 
-def test_source_beyond_placements_first_results_is_offered_without_release(tmp_path):
+def test_source_beyond_placements_first_results_is_offered_without_release():
     inner = EmbeddedPlacement()
     # four roomy hosts first in placement's order, the full source last
     for i in range(4):
@@ -58,8 +58,7 @@ def test_source_beyond_placements_first_results_is_offered_without_release(tmp_p
         {source: OLD}, "p", "u", None, "MIGRATION"))
     client = PlacementWithCandidates(inner)
     drv, _ = start(client, engine="placement", placement_results_limit=2,
-                   prefer_same_host=True,
-                   release_journal_dir=str(tmp_path / "journal"))
+                   prefer_same_host=True)
     request = ScheduleRequest(
         (server,), CandidateRequest(NEW), "p", "u",
         move=MoveContext(migration, source, OLD))
@@ -68,4 +67,3 @@ def test_source_beyond_placements_first_results_is_offered_without_release(tmp_p
     assert inner.get_consumer(server).allocations == {source: NEW}
     assert inner.get_consumer(migration).allocations == {}
     assert client.writes == 1                 # the claim alone: no release
-    assert not (tmp_path / "journal").exists()

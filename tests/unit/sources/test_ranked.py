@@ -70,8 +70,6 @@ def test_an_order_given_with_the_weights_reads_as_the_sort():
 class _Inner:
     """A source answering one move: ``others``, the source root twice."""
 
-    virtual_release = True
-
     def __init__(self, others, same, held):
         self.view = MoveCandidates(same, others, held)
 
