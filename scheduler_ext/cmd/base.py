@@ -30,6 +30,7 @@ from cliff import show as cliff_show
 
 from scheduler_ext import errors
 from scheduler_ext.cmd import common
+from scheduler_ext.storage.compute_api import ComputeUnreachable
 
 #: a bug of ours (sysexits' EX_SOFTWARE), never a finding
 INTERNAL = 70
@@ -46,7 +47,7 @@ def classify(exc: BaseException) -> tuple[int, str]:
     """(exit code, one line) for an error a sub-command raised."""
     if isinstance(exc, common.UsageError):
         return common.USAGE, str(exc)
-    if isinstance(exc, common.Unreachable):
+    if isinstance(exc, (common.Unreachable, ComputeUnreachable)):
         return common.UNREACHABLE, str(exc)
     if isinstance(exc, (errors.PlacementUnreachable, errors.PlacementDatabaseError)):
         return common.UNREACHABLE, str(exc)         # placement said nothing

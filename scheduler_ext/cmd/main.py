@@ -19,7 +19,7 @@ from cliff import command as cliff_command
 from cliff import commandmanager
 
 import scheduler_ext
-from scheduler_ext.cmd import audit, bench, common, simulate, storage
+from scheduler_ext.cmd import audit, bench, common, evacuate, simulate, storage
 
 #: sub-command name -> its class (the first line of its docstring is its help)
 COMMANDS: dict[str, type[cliff_command.Command]] = {
@@ -28,6 +28,10 @@ COMMANDS: dict[str, type[cliff_command.Command]] = {
     "audit": audit.Audit,
     "storage discover": storage.Discover,
     "storage sync": storage.Sync,
+    "storage migrate-disk": storage.MigrateDisk,
+    "storage live-migration": storage.LiveMigration,
+    "evacuate plan": evacuate.EvacuatePlan,
+    "evacuate run": evacuate.EvacuateRun,
 }
 
 DESCRIPTION = ("Operator tools of the scheduler-ext nova scheduler extension. "

@@ -37,22 +37,31 @@ OPTS = [
              "difference is a contradiction: sync refuses the reports."),
     cfg.FloatOpt(
         "brake_fraction", default=0.5, min=0.01, max=1.0,
-        help="Mass-failure brake of the evacuation planner: when more than "
-             "this fraction of one storage cluster's hosts is suspect at "
-             "once, it is treated as a storage incident (alert only: no "
-             "fencing, no evacuation)."),
+        help="Mass-failure brake of the evacuation planner: when this "
+             "fraction or more of one storage cluster's hosts is suspect at "
+             "once (a 2|2 split at 0.5), it is treated as a storage incident "
+             "(alert only: no fencing, no evacuation)."),
     cfg.ListOpt(
-        "fence_ladder", default=["restart-agent", "graceful-reboot",
-                                 "hard-reboot"],
+        "fence_ladder", default=["restart-agent", "graceful-reboot"],
         help="Actions taken on a suspect host, one more per "
              "fence_step_timeout while it stays suspect, in this order: "
              "log-only (alone: only log), restart-agent, graceful-reboot, "
              "hard-reboot. The reboots are fences; a host's instances are "
-             "evacuated only after its fence is confirmed."),
+             "evacuated only after its fence is confirmed. The default "
+             "never hard-reboots (like CloudStack, whose reboot on "
+             "heartbeat timeout is off by default): a host a graceful "
+             "reboot does not stop is left to the operator, who confirms "
+             "the fence by forcing its compute service down."),
     cfg.FloatOpt(
         "fence_step_timeout", default=300.0, min=1.0,
         help="Seconds to wait for one ladder step to work (the host's "
              "heartbeat back, or its fence confirmed) before the next."),
+    cfg.FloatOpt(
+        "fence_timeout", default=600.0, min=1.0,
+        help="Seconds a fence may stay unconfirmed (or deferred) before it "
+             "is reported stuck with an alert. A stuck fence no longer "
+             "holds a fence_batch slot, but its host still counts as down "
+             "for the storage quorum."),
     cfg.IntOpt(
         "fence_batch", default=1, min=1,
         help="Fences in flight at once per storage cluster. A fence of a "

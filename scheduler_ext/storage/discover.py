@@ -4,10 +4,20 @@ wrote into the same directory.
 
 The answer is ``shared`` only when every check agrees: the path resolves to
 a mount of a shared filesystem class, the path's own device number is that
-mount's, and the storage is named (by its mount source, or for a source
-that names nothing, by the domain token). A shared filesystem that fstab
-(or the operator) expects above the path but that is not mounted makes the
-report a ``lost-mount``, whatever the filesystem below is.
+mount's, and the storage is named (by what its cluster says it is, by its
+mount source, or for a source that names nothing, by the domain token).
+
+It is ``local`` only with evidence: a known local filesystem type, nothing
+expected above the path and nothing hidden under it. Otherwise:
+
+* ``lost-mount``: fstab (or the operator) puts a shared filesystem or a
+  bind mount above the path that is not mounted (a mount point written
+  ``/gpfs1/`` is ``/gpfs1``), or puts one at the holder's own mount point
+  of another kind (a tmpfs, an untriggered autofs), or a shared filesystem
+  over the path is hidden by a later mount (an overmount);
+* ``unconfirmed``: an untriggered autofs mount point fstab says nothing
+  about, a filesystem type known as neither local nor shared
+  (``fuse.juicefs``, ``vxfs``, ``sshfs``), or a device that disagrees.
 """
 
 from __future__ import annotations
@@ -15,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import posixpath
 
-from scheduler_ext.storage import filesystems, mountinfo
+from scheduler_ext.storage import filesystems, identity, mountinfo
 from scheduler_ext.storage.errors import (
     MountinfoError, PathNotFound, StorageError)
 from scheduler_ext.storage.probe import Probe
@@ -34,18 +44,41 @@ class Tables:
 
 def lost_mount(path: str, holder: mountinfo.MountEntry | None,
                fstab: list[mountinfo.FstabEntry]) -> mountinfo.FstabEntry | None:
-    """The shared filesystem fstab mounts above ``path`` on a longer mount
-    point than the mount that really holds it (so it is not mounted)."""
+    """The fstab entry above ``path`` that is not what holds it: a shared
+    filesystem or a bind mount whose mount point covers the path and is
+    longer than the holder's, or a shared filesystem at the holder's own
+    mount point when the holder is of another family (a tmpfs or an
+    untriggered autofs where fstab puts GPFS or NFS)."""
     held_at = holder.mount_point if holder else ""
+    held_family = filesystems.classify(holder.fstype).family if holder else ""
     best = None
     for entry in fstab:
-        if not filesystems.classify(entry.fstype).shared:
+        kind = filesystems.classify(entry.fstype)
+        if not (kind.shared or entry.is_bind) or \
+                not mountinfo.covers(entry.mount_point, path):
             continue
-        if mountinfo.covers(entry.mount_point, path) and \
-                len(entry.mount_point.rstrip("/")) > len(held_at.rstrip("/")) and \
+        longer = len(entry.mount_point) > len(held_at)
+        replaced = entry.mount_point == held_at and not entry.is_bind and \
+            kind.family != held_family
+        if (longer or replaced) and \
                 (best is None or len(entry.mount_point) > len(best.mount_point)):
             best = entry
     return best
+
+
+def hidden_shared(path: str, holder: mountinfo.MountEntry,
+                  entries: list[mountinfo.MountEntry]) -> mountinfo.MountEntry | None:
+    """A shared filesystem mounted at or below the holder's mount point and
+    over ``path``, but hidden by a later mount (an overmount): the path
+    should be on it."""
+    seen = {e.mount_id for e in mountinfo.visible(entries)}
+    for e in entries:
+        if e.mount_id in seen or not filesystems.classify(e.fstype).shared:
+            continue
+        if mountinfo.covers(e.mount_point, path) and \
+                len(e.mount_point) >= len(holder.mount_point):
+            return e
+    return None
 
 
 def _lost(probe: Probe, path: str, where: str, problem: str) -> HostReport:
@@ -54,7 +87,8 @@ def _lost(probe: Probe, path: str, where: str, problem: str) -> HostReport:
 
 
 def discover(probe: Probe, path: str, tables: Tables, *,
-             expect_shared: bool = False, write_token: bool = True) -> HostReport:
+             expect_shared: bool = False, write_token: bool = True,
+             facts: identity.ClusterFacts | None = None) -> HostReport:
     """The report for ``path`` on ``probe.host``. Raises StorageError
     subclasses (naming host and path) for a mount table that does not
     parse, a path that does not exist and a call that hangs."""
@@ -81,21 +115,36 @@ def discover(probe: Probe, path: str, tables: Tables, *,
     if holder is None:
         raise StorageError(f"no mount in {tables.mountinfo_name} holds "
                            f"{real}", host=host, path=path)
-    device = probe.device(real)
     kind = filesystems.classify(holder.fstype)
+    hidden = None if kind.shared else hidden_shared(real, holder, entries)
+    if hidden is not None:
+        return _lost(probe, path, hidden.mount_point,
+                     f"{holder.fstype} {holder.source} mounted on "
+                     f"{holder.mount_point} hides the {hidden.fstype} "
+                     f"{hidden.source} mounted on {hidden.mount_point} "
+                     f"({tables.mountinfo_name} line {hidden.line})")
+    if holder.fstype == "autofs":
+        return HostReport(host, path, "unconfirmed", fstype="autofs",
+                          mount_point=holder.mount_point, problems=(
+            f"host {host}, path {path}: an autofs mount point at "
+            f"{holder.mount_point} that has not been triggered; the "
+            "filesystem behind it is not mounted (access the path, then "
+            "discover again)",))
+    device = probe.device(real)
     if expect_shared and not kind.shared:
         return _lost(probe, path, "",
                      f"expected on shared storage but on {holder.fstype} "
                      f"{holder.source} mounted at {holder.mount_point}")
-    return _describe(probe, path, real, holder, kind, device, write_token)
+    return _describe(probe, path, real, holder, kind, device, write_token,
+                     facts or identity.NoFacts())
 
 
 def _describe(probe: Probe, path: str, real: str, holder: mountinfo.MountEntry,
               kind: filesystems.FsKind, device: tuple[int, int],
-              write_token: bool) -> HostReport:
+              write_token: bool, facts: identity.ClusterFacts) -> HostReport:
     where = f"host {probe.host}, path {path}"
     size = probe.size(real)
-    facts = HostReport(
+    report = HostReport(
         host=probe.host, path=path, state="local", fstype=holder.fstype,
         fs_class=kind.fs_class.value, family=kind.family,
         mount_point=holder.mount_point, mount_root=holder.root,
@@ -108,25 +157,36 @@ def _describe(probe: Probe, path: str, real: str, holder: mountinfo.MountEntry,
                    f"at {holder.mount_point} ({holder.fstype}); the mount "
                    "table and the path disagree")
         return dataclasses.replace(
-            facts, state="unconfirmed" if kind.shared else "local",
+            report, state="unconfirmed" if kind.shared else "local",
             problems=(problem,))
+    if kind.fs_class is not filesystems.FsClass.LOCAL and not kind.shared:
+        return dataclasses.replace(report, state="unconfirmed", problems=(
+            f"{where}: filesystem type {holder.fstype} ({holder.source} on "
+            f"{holder.mount_point}) is not known to be local or shared; "
+            "never counted as either",))
     if not kind.shared:
-        return facts
+        return report
     token = probe.ensure_token(real) if write_token else probe.read_token(real)
     seen = probe.hosts_seen(real, token) if token else ()
     key = filesystems.storage_key(kind, holder.source, holder.option)
+    key, note = probe.call(
+        "read the filesystem's identity", real,
+        lambda: identity.resolve(kind, holder.source, key, holder.option, facts))
     domain = filesystems.domain_id(kind, key, mountinfo.location(holder, real),
                                    token)
     if domain is None:
-        return dataclasses.replace(facts, state="unconfirmed", problems=(
+        return dataclasses.replace(report, state="unconfirmed", problems=(
             f"{where}: {holder.fstype} source {holder.source!r} does not name "
             "its storage and there is no domain token; run discover without "
             "--read-only",))
-    problems = () if token else (
+    problems = (() if token else (
         f"{where}: no domain token; other hosts cannot confirm they share "
-        "this directory (run discover without --read-only)",)
-    return dataclasses.replace(facts, state="shared", domain=domain,
-                               token=token, hosts_seen=seen, problems=problems)
+        "this directory (run discover without --read-only)",)) + \
+        ((f"{where}: {note}",) if note else ())
+    return dataclasses.replace(
+        report, state="shared", domain=domain,
+        filesystem=filesystems.filesystem_id(kind, key), token=token,
+        hosts_seen=seen, problems=problems)
 
 
 def read_tables(probe: Probe, mountinfo_file: str = "/proc/self/mountinfo",

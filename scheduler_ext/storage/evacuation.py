@@ -4,21 +4,38 @@ On hyper-converged clusters (the compute hosts are also the storage
 cluster's members) fencing several hosts at once can destroy the storage
 quorum and turn one sick host into a whole-cluster outage. This planner
 decides, tick by tick on a clock the caller provides, what to do with
-suspect hosts (their heartbeat is lost):
+suspect hosts (their heartbeat is lost). Its guarantees, per storage
+cluster:
 
-* Hosts are grouped by storage cluster; the cluster's quorum members are
-  marked. A quorum member counts as *live* unless it is fenced (until it is
-  seen healthy again), being fenced, or reported down by the storage
-  cluster itself. A fence of a live quorum member is only issued if the
-  live members left are still a strict majority of the quorum members.
-* At most ``fence_batch`` fences are in flight per cluster.
-* Mass-failure brake: when more than ``brake_fraction`` of a cluster's hosts
-  are suspect, it is a storage incident, not host failures: one alert, no
-  fencing and no evacuation in that cluster until it is over.
+* **Never while storage quorum is lost.** When fewer than a strict majority
+  of the quorum members are up by the storage cluster's own account, it
+  alerts once and neither fences nor evacuates there (nor evacuates into
+  it) until the quorum is back.
+* **Suspects are not counted live.** A fence of a quorum member the storage
+  still counts is issued only when the *healthy* quorum members (heartbeat
+  fine, not fenced, no fence of ours pending, up in the storage) are a
+  strict majority on their own: whatever happens to the suspects, the
+  quorum survives. In a 2-node cluster that is never true: it alerts.
+* **Mass-failure brake.** When ``brake_fraction`` or more of a cluster's
+  hosts are suspect at once (a 2|2 split included), it is a storage
+  incident, not host failures: one alert, no fencing and no evacuation
+  until it is over.
+* **At most ``fence_batch`` fences in flight.** A fence not confirmed
+  within ``fence_timeout`` is *stuck*: one alert, it stops holding a batch
+  slot, and its host still counts as down for the quorum (the fence may
+  yet land). A late confirmation still counts.
+* **Never a host whose heartbeat is back.** A host that comes back drops
+  out of everything: its pending fence is abandoned, its ladder reset, its
+  evacuation queue cleared (what is left stays on it). A confirmation
+  arriving in the tick its heartbeat returns is ignored.
 * Each suspect host climbs the action ladder (``log-only``,
-  ``restart-agent``, ``graceful-reboot``, ``hard-reboot``, configurable),
-  one step per ``step_timeout`` seconds while it stays suspect. The reboots
-  are fences: they count only when the caller confirms them.
+  ``restart-agent``, ``graceful-reboot``, ``hard-reboot``, configurable;
+  the default stops at ``graceful-reboot``), one step per ``step_timeout``
+  while it stays suspect. The reboots are fences: they count only when the
+  caller confirms them (for nova: the operator, or a fencing agent, forcing
+  the compute service down says the host is fenced; a confirmation counts
+  whether or not the planner asked for the fence). A fence deferred for ``fence_timeout``
+  alerts once: nobody waits silently.
 * A host's instances are evacuated only after its fence is confirmed, at
   most ``evacuation_batch`` per cluster per tick. An instance whose disks
   are on shared storage goes to a healthy host of the same storage domain
@@ -30,40 +47,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterable
 
-LADDER_STEPS = ("log-only", "restart-agent", "graceful-reboot", "hard-reboot")
-FENCES = ("graceful-reboot", "hard-reboot")
-
-
-@dataclasses.dataclass(frozen=True)
-class Policy:
-    ladder: tuple[str, ...] = ("restart-agent", "graceful-reboot", "hard-reboot")
-    step_timeout: float = 300.0
-    brake_fraction: float = 0.5
-    fence_batch: int = 1
-    evacuation_batch: int = 10
-
-    def __post_init__(self) -> None:
-        bad = [s for s in self.ladder if s not in LADDER_STEPS]
-        if not self.ladder or bad:
-            raise ValueError(f"ladder {self.ladder!r}: steps are "
-                             f"{', '.join(LADDER_STEPS)}")
-        if "log-only" in self.ladder and len(self.ladder) > 1:
-            raise ValueError("log-only is a ladder of its own")
-        if list(self.ladder) != sorted(self.ladder, key=LADDER_STEPS.index):
-            raise ValueError(f"ladder {self.ladder!r} must climb in the order "
-                             f"{', '.join(LADDER_STEPS)}")
-        if not 0 < self.brake_fraction <= 1 or self.step_timeout <= 0 or \
-                self.fence_batch < 1 or self.evacuation_batch < 1:
-            raise ValueError("brake_fraction in (0, 1], step_timeout > 0, "
-                             "batches >= 1")
-
-
-def policy_from_conf(conf: Any) -> Policy:
-    """The policy of ``[storage]`` (a ConfigOpts with our options)."""
-    opts = conf.storage
-    return Policy(tuple(opts.fence_ladder), opts.fence_step_timeout,
-                  opts.brake_fraction, opts.fence_batch, opts.evacuation_batch)
-
+from scheduler_ext.storage.fencing_policy import FENCES, Policy
 
 @dataclasses.dataclass(frozen=True)
 class ClusterHost:
@@ -99,9 +83,19 @@ class _Suspect:
     since: float
     step: int = -1             # index in the ladder of the last step taken
     step_at: float = 0.0
-    fencing: bool = False      # a fence issued and not yet confirmed
+    fencing: bool = False      # a fence in flight (holds a batch slot)
+    fence: str = ""            # the last fence issued (a ladder step)
+    fence_at: float = 0.0
+    stuck: bool = False        # a fence timed out unconfirmed
     deferred: str = ""         # the reason last logged for a deferred fence
+    deferred_since: float | None = None
+    deferral_alerted: bool = False
     exhausted: bool = False
+
+    @property
+    def unconfirmed(self) -> bool:
+        """A fence of ours was issued and may still land."""
+        return self.fencing or self.stuck
 
 
 def majority(members: int) -> int:
@@ -119,6 +113,7 @@ class EvacuationPlanner:
         self.clusters: dict[str, list[str]] = {}
         for h in sorted(self.hosts.values(), key=lambda h: h.name):
             self.clusters.setdefault(h.cluster, []).append(h.name)
+        instances = list(instances)
         self.placed = {i.uuid: i.host for i in instances}
         self.instances = {i.uuid: i for i in instances}
         unknown = sorted({h for h in self.placed.values() if h not in self.hosts})
@@ -128,22 +123,55 @@ class EvacuationPlanner:
         self.fenced: set[str] = set()
         self.storage_down: set[str] = set()
         self.incidents: set[str] = set()
+        self.quorum_lost: set[str] = set()
         self.to_evacuate: dict[str, list[str]] = {}
         self.stranded: set[str] = set()     # alerted: no destination
 
-    # ----------------------------------------------------------- counting
-    def live_quorum(self, cluster: str) -> int:
-        """Quorum members neither fenced, being fenced, nor down."""
-        return sum(1 for n in self.clusters[cluster]
-                   if self.hosts[n].quorum and self._counts_live(n))
+    # -------------------------------------------------------------- state
+    def state(self) -> dict[str, Any]:
+        """What the planner remembers between ticks, as JSON-able data (a
+        command run once per tick keeps it in a file)."""
+        return {
+            "suspects": {n: dataclasses.asdict(s)
+                         for n, s in sorted(self.suspects.items())},
+            "fenced": sorted(self.fenced), "incidents": sorted(self.incidents),
+            "quorum_lost": sorted(self.quorum_lost),
+            "to_evacuate": {n: list(q) for n, q in sorted(self.to_evacuate.items())},
+            "stranded": sorted(self.stranded)}
 
+    def restore(self, state: dict[str, Any]) -> None:
+        """Take back ``state()`` of an earlier run; hosts, clusters and
+        instances that are gone are dropped. ValueError for data that is
+        not a planner state."""
+        try:
+            self.suspects = {n: _Suspect(**s) for n, s in
+                             state.get("suspects", {}).items() if n in self.hosts}
+            self.fenced = set(state.get("fenced", [])) & set(self.hosts)
+            self.incidents = set(state.get("incidents", [])) & set(self.clusters)
+            self.quorum_lost = set(state.get("quorum_lost", [])) & set(self.clusters)
+            self.to_evacuate = {
+                n: [u for u in q if self.placed.get(u) == n]
+                for n, q in state.get("to_evacuate", {}).items() if n in self.hosts}
+            self.stranded = set(state.get("stranded", [])) & set(self.instances)
+        except (TypeError, AttributeError) as exc:
+            raise ValueError(f"not a planner state: {exc}") from None
+
+    # ----------------------------------------------------------- counting
     def quorum_size(self, cluster: str) -> int:
         return sum(1 for n in self.clusters[cluster] if self.hosts[n].quorum)
 
-    def _counts_live(self, name: str) -> bool:
-        s = self.suspects.get(name)
-        return not (name in self.fenced or name in self.storage_down
-                    or (s is not None and s.fencing))
+    def storage_live(self, cluster: str) -> int:
+        """Quorum members up by the storage cluster's account and not
+        taken down (or possibly being taken down) by a fence of ours."""
+        return sum(1 for n in self.clusters[cluster]
+                   if self.hosts[n].quorum and n not in self.storage_down
+                   and n not in self.fenced
+                   and not (n in self.suspects and self.suspects[n].unconfirmed))
+
+    def healthy_quorum(self, cluster: str) -> int:
+        """Quorum members that are healthy: no suspect counts."""
+        return sum(1 for n in self.clusters[cluster]
+                   if self.hosts[n].quorum and self.healthy(n))
 
     def healthy(self, name: str) -> bool:
         return (name not in self.suspects and name not in self.fenced
@@ -156,22 +184,36 @@ class EvacuationPlanner:
         if unknown:
             raise ValueError(f"unknown hosts: {', '.join(unknown)}")
         self.storage_down = set(down)
-        for name in sorted(confirmed):
-            s = self.suspects.get(name)
-            if s is not None and s.fencing:
-                s.fencing = False
+        for name in sorted(set(self.suspects) - suspects):
+            self._recovered(now, name, confirmed, out)
+        for name in sorted(suspects - set(self.suspects)):
+            self.suspects[name] = _Suspect(since=now)
+        for name in sorted(confirmed & set(self.suspects)):
+            s = self.suspects[name]
+            if name not in self.fenced:
+                by_hand = not s.unconfirmed
+                s.fencing = s.stuck = False
                 self.fenced.add(name)
                 self.to_evacuate[name] = sorted(
                     u for u, h in self.placed.items() if h == name)
-                out.append(Action(now, "log", name, "fence confirmed"))
-        for name in sorted(set(self.suspects) - suspects):
-            if not self.suspects[name].fencing:
-                del self.suspects[name]
-                self.fenced.discard(name)
-                out.append(Action(now, "log", name, "heartbeat back"))
-        for name in sorted(suspects - set(self.suspects)):
-            if name not in self.fenced:
-                self.suspects[name] = _Suspect(since=now)
+                out.append(Action(now, "log", name, "fence confirmed"
+                                  + (" by hand" if by_hand else "")))
+
+    def _recovered(self, now: float, name: str, confirmed: set[str],
+                   out: list[Action]) -> None:
+        s = self.suspects.pop(name)
+        notes = []
+        if s.unconfirmed:
+            notes.append(f"its {s.fence} is abandoned")
+        if name in confirmed:
+            notes.append("the fence confirmation of this tick is ignored")
+        left = self.to_evacuate.pop(name, [])
+        if left:
+            notes.append(f"{len(left)} evacuation(s) dropped, those instances "
+                         "stay on it")
+        self.fenced.discard(name)
+        out.append(Action(now, "log", name, "heartbeat back"
+                          + (f"; {'; '.join(notes)}" if notes else "")))
 
     def tick(self, now: float, suspects: Iterable[str],
              storage_down: Iterable[str] = (),
@@ -183,23 +225,42 @@ class EvacuationPlanner:
         self._observe(now, set(suspects), set(storage_down),
                       set(confirmed_fences), out)
         for cluster in sorted(self.clusters):
-            if self._brake(now, cluster, out):
+            for name in self._suspects_of(cluster):
+                self._time_out_fence(now, name, out)
+            halted = self._quorum_check(now, cluster, out)
+            halted = self._brake(now, cluster, out) or halted
+            if halted:
                 continue
             for name in self._suspects_of(cluster):
                 self._climb(now, cluster, name, out)
             self._evacuate(now, cluster, out)
         return out
 
-    # ------------------------------------------------------------- brake
+    # ---------------------------------------------------- cluster halts
+    def _quorum_check(self, now: float, cluster: str, out: list[Action]) -> bool:
+        size = self.quorum_size(cluster)
+        live = self.storage_live(cluster)
+        lost = size > 0 and live < majority(size)
+        if lost and cluster not in self.quorum_lost:
+            self.quorum_lost.add(cluster)
+            out.append(Action(now, "alert", cluster, (
+                f"storage quorum lost: {live} of {size} quorum members up, "
+                f"majority {majority(size)}; no fencing, no evacuation")))
+        elif not lost and cluster in self.quorum_lost:
+            self.quorum_lost.discard(cluster)
+            out.append(Action(now, "log", cluster, "storage quorum back"))
+        return lost
+
     def _brake(self, now: float, cluster: str, out: list[Action]) -> bool:
         members = self.clusters[cluster]
         suspect = [n for n in members if n in self.suspects]
-        incident = len(suspect) > self.policy.brake_fraction * len(members)
+        incident = bool(suspect) and \
+            len(suspect) >= self.policy.brake_fraction * len(members)
         if incident and cluster not in self.incidents:
             self.incidents.add(cluster)
             out.append(Action(now, "alert", cluster, (
                 f"storage incident: {len(suspect)} of {len(members)} hosts "
-                f"suspect ({', '.join(suspect)}), more than "
+                f"suspect ({', '.join(suspect)}), at least "
                 f"{self.policy.brake_fraction:.0%}; no fencing, no evacuation")))
         elif not incident and cluster in self.incidents:
             self.incidents.discard(cluster)
@@ -211,20 +272,50 @@ class EvacuationPlanner:
         names = [n for n in self.clusters[cluster] if n in self.suspects]
         return sorted(names, key=lambda n: (self.suspects[n].since, n))
 
+    def _time_out_fence(self, now: float, name: str, out: list[Action]) -> None:
+        s = self.suspects[name]
+        if s.fencing and now - s.fence_at >= self.policy.fence_timeout:
+            s.fencing, s.stuck = False, True
+            out.append(Action(now, "alert", name, (
+                f"{s.fence} issued at {s.fence_at:g} not "
+                f"confirmed within {self.policy.fence_timeout:g} s: fence "
+                "stuck; the host counts as down for the quorum and is not "
+                "evacuated until a fence is confirmed")))
+
     def _fence_blocked(self, cluster: str, name: str) -> str:
         """Why a fence of ``name`` may not be issued now ("" if it may)."""
         in_flight = sum(1 for n in self.clusters[cluster] if n != name
                         and n in self.suspects and self.suspects[n].fencing)
         if in_flight >= self.policy.fence_batch:
             return f"{in_flight} fence(s) in flight (batch {self.policy.fence_batch})"
-        if self.hosts[name].quorum and self._counts_live(name):
-            left = self.live_quorum(cluster) - 1
-            need = majority(self.quorum_size(cluster))
-            if left < need:
-                return (f"fencing it would leave {left} live quorum members "
-                        f"of {self.quorum_size(cluster)}, below the majority "
-                        f"{need}")
+        counted = self.hosts[name].quorum and name not in self.storage_down \
+            and not self.suspects[name].unconfirmed
+        if counted:
+            healthy = self.healthy_quorum(cluster)
+            size = self.quorum_size(cluster)
+            if healthy < majority(size):
+                return (f"the storage still counts it, and only {healthy} of "
+                        f"{size} quorum members are healthy, below the "
+                        f"majority {majority(size)}"
+                        + (" (a 2-node cluster never has one after a fence: "
+                           "add a tie-breaker quorum member)" if size == 2
+                           else ""))
         return ""
+
+    def _defer(self, now: float, name: str, step: str, why: str,
+               out: list[Action]) -> None:
+        s = self.suspects[name]
+        if s.deferred_since is None:
+            s.deferred_since = now
+        if s.deferred != why:
+            s.deferred = why
+            out.append(Action(now, "log", name, f"{step} deferred: {why}"))
+        if not s.deferral_alerted and \
+                now - s.deferred_since >= self.policy.fence_timeout:
+            s.deferral_alerted = True
+            out.append(Action(now, "alert", name, (
+                f"{step} deferred for {now - s.deferred_since:g} s: {why}; "
+                "not fenced, not evacuated: operator decision needed")))
 
     def _climb(self, now: float, cluster: str, name: str,
                out: list[Action]) -> None:
@@ -236,22 +327,24 @@ class EvacuationPlanner:
         if not due:
             return
         if s.step + 1 >= len(ladder):
-            if ladder != ("log-only",):
-                s.exhausted = True
+            if s.fencing:
+                return      # the last fence: confirmed, or timed out
+            s.exhausted = True
+            if ladder != ("log-only",) and not s.stuck:   # stuck: alerted
                 out.append(Action(now, "alert", name, (
                     f"suspect since {s.since:g}; ladder exhausted without a "
-                    "confirmed fence; not evacuated")))
+                    "confirmed fence; not evacuated (confirm the fence by "
+                    "hand to evacuate)")))
             return
         step = ladder[s.step + 1]
         if step in FENCES:
             why = self._fence_blocked(cluster, name)
             if why:
-                if s.deferred != why:
-                    s.deferred = why
-                    out.append(Action(now, "log", name, f"{step} deferred: {why}"))
+                self._defer(now, name, step, why, out)
                 return
-            s.fencing = True
-        s.step, s.step_at, s.deferred = s.step + 1, now, ""
+            s.fencing, s.fence, s.fence_at = True, step, now
+        s.step, s.step_at = s.step + 1, now
+        s.deferred, s.deferred_since, s.deferral_alerted = "", None, False
         kind = "log" if step == "log-only" else step
         out.append(Action(now, kind, name, f"suspect since {s.since:g}"))
 
@@ -261,12 +354,14 @@ class EvacuationPlanner:
 
     def destination(self, uuid: str) -> str | None:
         """The least-loaded healthy host (then by name) that can take the
-        instance: one of its storage domain when its disks are shared."""
+        instance, in a cluster whose storage quorum holds: one of its
+        storage domain when its disks are shared."""
         inst = self.instances[uuid]
         source = self.hosts[inst.host]
         options = []
         for h in self.hosts.values():
-            if h.name == inst.host or not self.healthy(h.name):
+            if h.name == inst.host or not self.healthy(h.name) \
+                    or h.cluster in self.quorum_lost:
                 continue
             if inst.domain is not None and inst.domain not in h.domains:
                 continue

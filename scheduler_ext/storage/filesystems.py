@@ -181,3 +181,14 @@ def domain_id(kind: FsKind, key: StorageKey, location: str,
         return None
     where = posixpath.normpath(posixpath.join(key.prefix, location.lstrip("/")))
     return f"{kind.family}:{ident}:{where}"
+
+
+def filesystem_id(kind: FsKind, key: StorageKey) -> str | None:
+    """The filesystem whose capacity a directory uses: family and storage
+    key, plus the export for a file server (each export is counted as its
+    own filesystem). None for a weak key: only a token names it, and a
+    token names a directory, not a filesystem."""
+    if key.key is None:
+        return None
+    export = key.prefix.rstrip("/") if kind.family in ("nfs", "cifs") else ""
+    return f"{kind.family}:{key.key}" + (f":{export}" if export else "")

@@ -17,7 +17,8 @@ from scheduler_ext.storage.report import HostReport
 @dataclasses.dataclass(frozen=True)
 class StorageFleet:
     """Provider UUIDs of the built fleet: compute nodes by host name,
-    sharing providers by domain, and each sharing provider's aggregate."""
+    sharing providers by domain (several domains of one filesystem map to
+    its one provider), and each sharing provider's aggregate."""
 
     hosts: Mapping[str, str]
     sharing: Mapping[str, str]
@@ -55,7 +56,7 @@ def storage(client: PlacementClient, reports: Iterable[HostReport], *,
     writes += sync.apply(client, the_plan)
     return StorageFleet(
         hosts={r.host: known[r.host] for r in reports},
-        sharing={s.domain: s.uuid for s in topo.providers},
+        sharing={d: s.uuid for s in topo.providers for d in s.domains},
         aggregates={s.uuid: s.aggregate for s in topo.providers},
         members={s.uuid: s.members for s in topo.providers},
         writes=writes, warnings=tuple(the_plan.warnings))

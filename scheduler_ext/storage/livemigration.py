@@ -20,9 +20,22 @@ Nova's rules (libvirt driver, ``check_can_live_migrate_source`` and
   (libvirt cannot copy selected disks through the tunnel).
 * No block migration and nothing shared: ``InvalidSharedStorage``.
 * What a block migration copies: the local file and block disks that are
-  writable and are not volumes. The iso9660 config drive is a read-only
-  CD-ROM: it is not copied. Disks in Ceph (``rbd``) are network disks and
-  are not copied.
+  writable and are not volumes (``_live_migration_copy_disk_paths``). The
+  iso9660 config drive is a read-only CD-ROM: it is not copied. Disks in
+  Ceph (``rbd``) are network disks and are not copied.
+* Tunnelled (``[libvirt] live_migration_tunnelled``), nova passes no disk
+  list (``_live_migration_operation``) and ``Guest.migrate`` then drops
+  ``VIR_MIGRATE_NON_SHARED_INC``: nothing is copied, since nova 17.0.0
+  (nova's ``test_block_live_migration_tunnelled_migrateToURI3`` expects
+  exactly that). A block migration with local disks is then a hazard.
+* libvirt: nova 34's ``init_host`` refuses libvirt older than 8.0.0. Older
+  nova refused a block migration with mapped volumes on libvirt older than
+  1.2.17 ("Selective block device migration feature requires libvirt
+  version 1.2.17"): without selective block migration libvirt copies the
+  volumes onto themselves (bug 1398999).
+* A path one host reports ``unconfirmed``: nova decides with its own test
+  file, which the reports cannot predict; the decision assumes not shared
+  and says so (a hazard).
 """
 
 from __future__ import annotations
@@ -43,6 +56,9 @@ class Hazard(str, enum.Enum):
     ISO9660_BLOCK = "iso9660-config-drive-block-migration"
     LOST_MOUNT = "lost-mount"
     BACKEND_MISMATCH = "image-backend-mismatch"
+    TUNNELLED_NO_COPY = "tunnelled-block-migration-copies-nothing"
+    UNCONFIRMED_PATH = "unconfirmed-instance-path"
+    OLD_LIBVIRT = "libvirt-older-than-nova-34-supports"
 
 
 HAZARD_TEXT = {
@@ -64,7 +80,23 @@ HAZARD_TEXT = {
         "mounted): treated as local storage",
     Hazard.BACKEND_MISMATCH:
         "source and destination use different image backends",
+    Hazard.TUNNELLED_NO_COPY:
+        "tunnelled block migration: nova passes no disk list and libvirt "
+        "then copies no disk at all (nova >= 17.0.0); the destination "
+        "starts without the local disks listed",
+    Hazard.UNCONFIRMED_PATH:
+        "an instances path is unconfirmed: nova's own test file decides "
+        "whether it is shared; if it is, nova copies nothing (and refuses a "
+        "requested block migration)",
+    Hazard.OLD_LIBVIRT:
+        "libvirt older than 8.0.0: nova 34's nova-compute does not start "
+        "(init_host); the decision is the one older nova made",
 }
+
+#: nova 34's minimum libvirt (``MIN_LIBVIRT_VERSION``)
+MIN_LIBVIRT = (8, 0, 0)
+#: selective block device migration (``migrate_disks``)
+SELECTIVE_BLOCK_LIBVIRT = (1, 2, 17)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +141,7 @@ class Decision:
     shared_instance_path: bool = False
     shared_block_storage: bool = False
     hazards: tuple[Hazard, ...] = ()
+    source: str = "check_can_live_migrate_source"   # nova's function deciding
 
     def summary(self) -> str:
         if self.kind == "error":
@@ -151,14 +184,17 @@ def _hazards(src: HostStorage, dst: HostStorage, disks: InstanceDisks,
         found.append(Hazard.LOST_MOUNT)
     if src.images_type != dst.images_type:
         found.append(Hazard.BACKEND_MISMATCH)
+    if "unconfirmed" in (src.path_state, dst.path_state):
+        found.append(Hazard.UNCONFIRMED_PATH)
     return tuple(found)
 
 
 def plan(src: HostStorage, dst: HostStorage, disks: InstanceDisks,
          block_migration: bool | None = None,
-         tunnelled: bool = False) -> Decision:
+         tunnelled: bool = False,
+         libvirt_version: tuple[int, ...] = MIN_LIBVIRT) -> Decision:
     """What nova does for this live migration (``block_migration`` None is
-    the API's ``auto``)."""
+    the API's ``auto``; ``libvirt_version`` of the hosts)."""
     for side in (src, dst):
         if side.images_type not in BACKENDS:
             raise ValueError(f"host {side.host}: images_type "
@@ -172,22 +208,39 @@ def plan(src: HostStorage, dst: HostStorage, disks: InstanceDisks,
         or (disks.volume_backed and not disk_info))
     on_shared = shared_path or shared_block
     block = (not on_shared) if block_migration is None else block_migration
+    hazards = _hazards(src, dst, disks, shared_path, block)
+    if libvirt_version < MIN_LIBVIRT:
+        hazards += (Hazard.OLD_LIBVIRT,)
     base = Decision("no-copy", shared_instance_path=shared_path,
-                    shared_block_storage=shared_block,
-                    hazards=_hazards(src, dst, disks, shared_path, block))
+                    shared_block_storage=shared_block, hazards=hazards)
+    mapped = disks.volume_backed or disks.volumes
     if block:
         if on_shared:
             return dataclasses.replace(
                 base, kind="error", error="InvalidLocalStorage",
                 reason="Block migration can not be used with shared storage.")
-        if tunnelled and (disks.volume_backed or disks.volumes):
+        if mapped and libvirt_version < SELECTIVE_BLOCK_LIBVIRT:
+            return dataclasses.replace(
+                base, kind="error", error="MigrationPreCheckError",
+                source="check_can_live_migrate_source (nova 13)",
+                reason="Cannot block migrate instance with mapped volumes. "
+                       "Selective block device migration feature requires "
+                       "libvirt version 1.2.17 (without it the volumes are "
+                       "copied onto themselves, bug 1398999)")
+        if tunnelled and mapped:
             return dataclasses.replace(
                 base, kind="error", error="MigrationPreCheckError",
                 reason="selective block device migration is not supported "
                        "with tunnelled block migrations (the server has "
                        "mapped volumes)")
-        return dataclasses.replace(base, kind="block", copies=tuple(
-            name for name, copied in disk_info if copied))
+        copies = tuple(name for name, copied in disk_info if copied)
+        if tunnelled:
+            return dataclasses.replace(
+                base, kind="block", copies=(), hazards=base.hazards + (
+                    (Hazard.TUNNELLED_NO_COPY,) if copies else ()),
+                source="_live_migration_operation, Guest.migrate")
+        return dataclasses.replace(base, kind="block", copies=copies,
+                                   source="_live_migration_copy_disk_paths")
     if not on_shared:
         return dataclasses.replace(
             base, kind="error", error="InvalidSharedStorage",

@@ -185,6 +185,11 @@ class FstabEntry:
     options: str
     line: int = 0
 
+    @property
+    def is_bind(self) -> bool:
+        """A bind mount (``bind``/``rbind`` option, type ``none`` or any)."""
+        return bool({"bind", "rbind"} & set(self.options.split(",")))
+
 
 def parse_fstab(text: str, *, host: str = "",
                 source: str = "/etc/fstab") -> list[FstabEntry]:
@@ -203,6 +208,9 @@ def parse_fstab(text: str, *, host: str = "",
         mount_point = unescape(fields[1])
         if fields[2] == "swap" or mount_point in ("none", "swap"):
             continue
+        if mount_point.startswith("/"):     # "/gpfs1/" is "/gpfs1"
+            mount_point = posixpath.normpath(mount_point)
+            mount_point = "/" + mount_point.lstrip("/")
         out.append(FstabEntry(unescape(fields[0]), mount_point,
                               unescape(fields[2]), unescape(fields[3]), number))
     return out

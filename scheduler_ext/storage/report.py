@@ -12,6 +12,9 @@ and ``scheduler-ext storage sync`` reads (JSON, one object per host).
   domain (its source names nothing and there is no domain token, or the
   path's device is not the mount's).
 
+``domain`` names the directory (the filesystem, then the directory inside
+it), ``filesystem`` the filesystem whose capacity it uses, as the cluster
+names it (see ``identity``); None when only a token names the directory.
 Sizes are bytes from statfs; ``problems`` are warnings, each naming the
 host and the path.
 """
@@ -43,6 +46,7 @@ class HostReport:
     source: str = ""
     device: str = ""
     domain: str | None = None
+    filesystem: str | None = None
     token: str | None = None
     hosts_seen: tuple[str, ...] = ()
     total_bytes: int | None = None
@@ -67,7 +71,7 @@ class HostReport:
 
 _STR_FIELDS = ("fstype", "fs_class", "family", "mount_point", "mount_root",
                "source", "device")
-_OPT_STR = ("domain", "token", "lost_mount")
+_OPT_STR = ("domain", "filesystem", "token", "lost_mount")
 _OPT_INT = ("total_bytes", "free_bytes", "available_bytes")
 
 
@@ -99,7 +103,8 @@ def from_dict(data: Any, origin: str = "report") -> HostReport:
     for name in _STR_FIELDS:
         kw[name] = _field({name: data.get(name, "")}, name, (str,), origin)
     for name in _OPT_STR:
-        kw[name] = _field(data, name, (str, type(None)), origin)
+        kw[name] = _field({name: data.get(name)}, name, (str, type(None)),
+                          origin)
     for name in _OPT_INT:
         value = _field(data, name, (int, type(None)), origin)
         if value is not None and value < 0:

@@ -1,6 +1,11 @@
-"""From several hosts' reports to sharing providers: one per storage domain.
+"""From several hosts' reports to sharing providers: one per filesystem.
 
-A domain's members are the hosts whose ``shared`` reports name it. Reports
+A domain (one directory) has as members the hosts whose ``shared`` reports
+name it. Domains on one filesystem (as the cluster names it, the reports'
+``filesystem``) share its capacity, so they share one provider: several
+instance directories on one GPFS are one provider, with a warning naming
+them. A report without a filesystem (only a token names the directory)
+is a filesystem of its own. Reports
 are grouped by the domain token they read (the proof that the hosts see one
 directory) and, without a token, by the domain name. Contradictions are
 errors naming the hosts and paths, never a guess:
@@ -21,8 +26,8 @@ reports.
 Inventory: ``DISK_GB`` total is the filesystem size in whole GiB (the
 smallest reported), reserved the root-only reserve rounded up plus
 ``reserved_disk_gb``; ``max_unit`` is the total, as nova reports disk.
-The provider and aggregate UUIDs are UUIDv5 of the domain name, so every
-run, on any host, names them the same.
+The provider and aggregate UUIDs are UUIDv5 of the filesystem's name, so
+every run, on any host, names them the same.
 """
 
 from __future__ import annotations
@@ -45,9 +50,10 @@ MAX_NAME = 200
 
 @dataclasses.dataclass(frozen=True)
 class SharingProviderSpec:
-    """What placement should hold for one storage domain."""
+    """What placement should hold for one filesystem."""
 
-    domain: str
+    filesystem: str
+    domains: tuple[str, ...]          # its instance directories, sorted
     uuid: str
     name: str
     aggregate: str
@@ -58,25 +64,46 @@ class SharingProviderSpec:
 
 @dataclasses.dataclass(frozen=True)
 class Topology:
+    """``states``: (host, state, path) of every report, sorted by host."""
+
     providers: tuple[SharingProviderSpec, ...]
     warnings: tuple[str, ...]
+    states: tuple[tuple[str, str, str], ...] = ()
 
 
-def provider_uuid(domain: str) -> str:
-    return str(uuidlib.uuid5(NAMESPACE, "sharing-provider:" + domain))
+NAME_PREFIX = "shared-storage:"
 
 
-def aggregate_uuid(domain: str) -> str:
-    return str(uuidlib.uuid5(NAMESPACE, "aggregate:" + domain))
+def provider_uuid(filesystem: str) -> str:
+    return str(uuidlib.uuid5(NAMESPACE, "sharing-provider:" + filesystem))
 
 
-def provider_name(domain: str) -> str:
-    """``shared-storage:<domain>``, shortened with a UUID fragment to fit
+def aggregate_uuid(filesystem: str) -> str:
+    return str(uuidlib.uuid5(NAMESPACE, "aggregate:" + filesystem))
+
+
+def provider_name(filesystem: str) -> str:
+    """``shared-storage:<filesystem>``, shortened with a UUID fragment to fit
     placement's 200 characters."""
-    name = f"shared-storage:{domain}"
+    name = f"{NAME_PREFIX}{filesystem}"
     if len(name) <= MAX_NAME:
         return name
-    return f"{name[:MAX_NAME - 9]}~{provider_uuid(domain)[:8]}"
+    return f"{name[:MAX_NAME - 9]}~{provider_uuid(filesystem)[:8]}"
+
+
+def filesystem_of(group: list[HostReport], warnings: list[str]) -> str:
+    """The filesystem of a confirmed directory group: the one its reports
+    name (the smallest if they disagree, with a warning), else the domain."""
+    names = sorted({r.filesystem for r in group if r.filesystem})
+    if len(names) > 1:
+        warnings.append(
+            f"{group[0].domain}: its hosts name its filesystem differently "
+            f"({'; '.join(f'{r.where} as {r.filesystem}' for r in group)}); "
+            f"using {names[0]}")
+    if names:
+        return names[0]
+    assert group[0].domain is not None
+    return group[0].domain
 
 
 def _check_hosts(reports: list[HostReport]) -> None:
@@ -118,16 +145,17 @@ def _group(reports: list[HostReport], warnings: list[str]) -> list[list[HostRepo
     return groups
 
 
-def _check_group(group: list[HostReport], tolerance: float) -> None:
+def _check_group(group: list[HostReport], tolerance: float,
+                 same_directory: bool = True) -> None:
     names = {r.domain for r in group}
-    if len(names) > 1:
+    if same_directory and len(names) > 1:
         listing = "; ".join(f"{r.where} as {r.domain}" for r in group)
         raise ReportError(
             f"one shared directory (domain token {group[0].token}) is reached "
             f"as different storages: {listing}; mount it from the same source "
             "on every host")
     for a, b in itertools.combinations(group, 2):
-        if a.token and a.host not in b.hosts_seen and b.host not in a.hosts_seen:
+        if same_directory and a.token and a.host not in b.hosts_seen and b.host not in a.hosts_seen:
             raise ReportError(
                 f"{a.where} and {b.where} read domain token {a.token} but "
                 "neither sees the other's host marker: the token was copied, "
@@ -155,27 +183,28 @@ def _check_names(groups: list[list[HostReport]]) -> None:
                 "between hosts")
 
 
-def _spec(group: list[HostReport], reserved_gb: int, ratio: float) -> SharingProviderSpec:
-    domain = group[0].domain
-    assert domain is not None
-    total = min(r.total_bytes or 0 for r in group) // GiB
+def _spec(filesystem: str, groups: list[list[HostReport]], reserved_gb: int,
+          ratio: float) -> SharingProviderSpec:
+    reports = [r for g in groups for r in g]
+    total = min(r.total_bytes or 0 for r in reports) // GiB
     reserve = max(math.ceil(max(0, (r.free_bytes or 0) - (r.available_bytes or 0))
-                            / GiB) for r in group)
+                            / GiB) for r in reports)
     inventory = Inventory(total=max(total, 1),
                           reserved=min(max(total, 1), reserve + reserved_gb),
                           max_unit=max(total, 1), allocation_ratio=ratio)
-    members = sorted(group, key=lambda r: r.host)
+    members = sorted(reports, key=lambda r: r.host)
     return SharingProviderSpec(
-        domain, provider_uuid(domain), provider_name(domain),
-        aggregate_uuid(domain), inventory, tuple(r.host for r in members),
+        filesystem, tuple(sorted({str(r.domain) for r in reports})),
+        provider_uuid(filesystem), provider_name(filesystem),
+        aggregate_uuid(filesystem), inventory, tuple(r.host for r in members),
         tuple((r.host, r.path) for r in members))
 
 
 def build(reports: Iterable[HostReport], *, reserved_disk_gb: int = 0,
           allocation_ratio: float = 1.0,
           size_tolerance: float = 0.01) -> Topology:
-    """One sharing provider per confirmed storage domain (sorted by
-    domain); ReportError on contradictory reports."""
+    """One sharing provider per filesystem of the confirmed storage domains
+    (sorted by filesystem); ReportError on contradictory reports."""
     reports = list(reports)
     if reserved_disk_gb < 0 or allocation_ratio <= 0 or size_tolerance < 0:
         raise ReportError("reserved_disk_gb must be >= 0, allocation_ratio > 0 "
@@ -190,6 +219,20 @@ def build(reports: Iterable[HostReport], *, reserved_disk_gb: int = 0,
         if (min(r.total_bytes or 0 for r in group)) < GiB:
             raise ReportError(f"{group[0].where}: {group[0].domain} is smaller "
                               "than 1 GiB; not a place for instance disks")
-    specs = sorted((_spec(g, reserved_disk_gb, allocation_ratio) for g in groups),
-                   key=lambda s: s.domain)
-    return Topology(tuple(specs), tuple(warnings))
+    by_fs: dict[str, list[list[HostReport]]] = {}
+    for group in groups:
+        by_fs.setdefault(filesystem_of(group, warnings), []).append(group)
+    for filesystem, on_it in sorted(by_fs.items()):
+        _check_group([r for g in on_it for r in g], size_tolerance,
+                     same_directory=False)
+        if len(on_it) > 1:
+            warnings.append(
+                f"{filesystem}: {len(on_it)} instance directories on one "
+                "filesystem share its capacity, so one provider: "
+                + "; ".join(f"{g[0].domain} (hosts "
+                            f"{', '.join(sorted(r.host for r in g))})"
+                            for g in on_it))
+    specs = [_spec(fs, on_it, reserved_disk_gb, allocation_ratio)
+             for fs, on_it in sorted(by_fs.items())]
+    states = tuple(sorted((r.host, r.state, r.path) for r in reports))
+    return Topology(tuple(specs), tuple(warnings), states)

@@ -22,8 +22,9 @@ from scheduler_ext.storage import topology
 from tests.unit.storage.fakefs import Storage
 from tests.unit.storage.hosts import discover, host_with
 
-GPFS = "gpfs:gpfs1:/pool/instances"
 NFS = "nfs:filer01.example.net:/export/nova"
+GPFS_FS = "gpfs:gpfs1"                 # the filesystems (one provider each)
+NFS_FS = NFS                           # an export is its own filesystem
 SMALL = {"VCPU": 1, "MEMORY_MB": 1024, "DISK_GB": 100}
 
 
@@ -88,11 +89,11 @@ def fleet(real_client, private_placement_url, tmp_path, capsys):
 def test_three_hosts_on_two_domains_become_two_sharing_providers(
         real_client, fleet):
     by_name = {p.name: p.uuid for p in real_client.list_providers()}
-    for domain, members, total, reserved in ((GPFS, ("cn1", "cn2"), 1000, 10),
-                                             (NFS, ("cn3",), 500, 0)):
-        ss = topology.provider_uuid(domain)
-        agg = topology.aggregate_uuid(domain)
-        assert by_name[topology.provider_name(domain)] == ss
+    for fs, members, total, reserved in ((GPFS_FS, ("cn1", "cn2"), 1000, 10),
+                                         (NFS_FS, ("cn3",), 500, 0)):
+        ss = topology.provider_uuid(fs)
+        agg = topology.aggregate_uuid(fs)
+        assert by_name[topology.provider_name(fs)] == ss
         inv = real_client.get_inventories(ss)[1]["DISK_GB"]
         assert (inv.total, inv.reserved, inv.max_unit) == (total, reserved, total)
         assert SHARING_TRAIT in real_client.get_traits(ss)[1]
@@ -127,8 +128,8 @@ def _disk_provider(client, server_uuid):
 def _expected_sharing(client, host_uuid):
     """The sharing provider in the same aggregate as the host."""
     _, aggs = client.get_aggregates(host_uuid)
-    return {topology.provider_uuid(d) for d in (GPFS, NFS)
-            if topology.aggregate_uuid(d) in aggs}
+    return {topology.provider_uuid(fs) for fs in (GPFS_FS, NFS_FS)
+            if topology.aggregate_uuid(fs) in aggs}
 
 
 def test_scheduler_places_and_moves_disks_on_the_right_sharing_provider(
@@ -138,7 +139,7 @@ def test_scheduler_places_and_moves_disks_on_the_right_sharing_provider(
     for server in servers:
         assert _disk_provider(real_client, server.uuid) == \
             _expected_sharing(real_client, server.host)
-    nfs, gpfs = topology.provider_uuid(NFS), topology.provider_uuid(GPFS)
+    nfs, gpfs = topology.provider_uuid(NFS_FS), topology.provider_uuid(GPFS_FS)
     on_nfs = [s for s in servers if _disk_provider(real_client, s.uuid) == {nfs}]
     assert on_nfs, "no server landed on the NFS host"
     server = on_nfs[0]
@@ -173,7 +174,7 @@ def test_scheduler_places_and_moves_disks_on_the_right_sharing_provider(
 def test_shrinking_below_the_allocated_disk_is_refused_and_writes_nothing(
         real_client, private_placement_url, fleet, tmp_path, capsys):
     model = scheduler(real_client)
-    nfs = topology.provider_uuid(NFS)
+    nfs = topology.provider_uuid(NFS_FS)
     while real_client.get_usages(nfs).get("DISK_GB", 0) < 300:
         model.boot(SMALL)
     cn3 = next(r for r in reports() if r.host == "cn3")

@@ -37,7 +37,7 @@ TARGETS = ["tests.nova.cases_adapter", "tests.nova.cases_ranking",
            "tests.nova.cases_early_reads", "tests.nova.cases_host_reads",
            "tests.nova.cases_scenarios", "tests.nova.cases_audit",
            "tests.nova.cases_startup", "tests.nova.cases_nova22",
-           "tests.nova.cases_window", NESTED, PCI]
+           "tests.nova.cases_window", "tests.nova.cases_storage", NESTED, PCI]
 if os.environ.get("SCHEDULER_EXT_NOVA_MOVES", "1") != "0":
     TARGETS.append(MOVING)
 #: nova's tests for QoS ports and vGPU flavors run by default (54 in all,
@@ -400,3 +400,32 @@ def test_sweep_checks_its_arguments_before_it_runs(tmp_path, args, says):
     assert says in last and last.startswith("python -m tests.nova.sweep: error:")
     assert "Traceback" not in out.stderr and not out.stdout
     assert not out_dir.exists()
+
+
+def test_shared_disk_migration_with_nova_34_libvirt(nova_results):
+    """nova 34's libvirt driver keeps reporting DISK_GB beside a sharing
+    provider; after ``storage migrate-disk`` (through nova's report client)
+    a server's disk is on the sharing provider only, and with
+    ``[DEFAULT] disk_allocation_ratio`` unset (or 0.0, read as unset) the
+    compute node stays closed across nova's cache refresh and a new
+    server's disk lands on the sharing provider; a ratio set reopens it."""
+    _assert_all_pass(nova_results, "SharedDiskMigration", at_least=4)
+
+
+def test_evacuate_and_live_migration_commands_read_nova(nova_results):
+    """``evacuate plan``/``run``'s tick through nova's API: a compute service
+    stopped and forced down has its servers evacuated to hosts of its
+    storage domain, and with the storage quorum lost nothing is evacuated;
+    ``storage live-migration`` reads the server's disks from nova."""
+    _assert_all_pass(nova_results, "EvacuatePlannerInNova", at_least=2)
+    _assert_all_pass(nova_results, "LiveMigrationCheckInNova", at_least=1)
+
+
+def test_moves_bypassing_the_scheduler_with_a_sharing_provider(nova_results):
+    """Seed 000's forced live migration and evacuation of a server whose
+    DISK_GB is on a sharing provider, with nova's scheduler and ours: the
+    forced live migration is refused (complex allocations), the evacuation
+    to a named host finds no valid host (in_tree leaves the sharing
+    provider out), the scheduler-placed evacuation keeps the disk once."""
+    _assert_all_pass(nova_results, "StockMovesBypassingTheScheduler", at_least=3)
+    _assert_all_pass(nova_results, "OurMovesBypassingTheScheduler", at_least=3)

@@ -70,6 +70,7 @@ FILES = {
         "    inventory:", "    sharing: ceph\n    inventory:"),
     "step-zero.yaml": _scenario("{total: 4, step_size: 0}"),
     "not-ini.conf": "[placement\nauth_type = x\n",
+    "fence-ladder.conf": "[storage]\nfence_ladder = hard-reboot,restart-agent\n",
     "empty-placement.conf": "[placement]\n",
     "password.conf": "[placement]\nauth_type = password\n",
     "noauth.conf": "[placement]\nauth_type = noauth\n",
@@ -147,6 +148,9 @@ def web(folder):
 S, B, A = ["simulate"], ["bench", "--sizes", "100"], ["audit"]
 D = ["storage", "discover", "--host", "cn1", "--read-only"]
 SY = ["storage", "sync"]
+MD = ["storage", "migrate-disk"]
+LM = ["storage", "live-migration"]
+EV = ["evacuate", "plan"]
 
 #: (argv with {d} the folder and {web} the HTTP server, exit code, what the
 #: one line must say)
@@ -352,6 +356,40 @@ TABLE = [
      "--os-cloud nonesuch: Cloud nonesuch was not found"),
     (SY + ["{d}/report-ok.json", "--config-file", "{d}/keystone-down.conf"], 3,
      "keystone could not be reached"),
+    # storage migrate-disk
+    (MD, 2, "nothing says where placement is"),
+    (MD + ["--placement-url", DOWN], 3, "placement unreachable: connection refused"),
+    (MD + ["--placement-url", "ftp://x"], 2, "not an http:// or https:// URL"),
+    # storage live-migration
+    (LM, 2, "the following arguments are required: server, destination, --reports"),
+    (LM + ["s", "cn2", "--reports", "{d}/report-ok.json"], 2,
+     "nothing says where nova's compute API is"),
+    (LM + ["s", "cn2", "--reports", "{d}/report-ok.json", "--compute-url", "ftp://x"],
+     2, "--compute-url ftp://x: not an http:// or https:// URL"),
+    (LM + ["s", "cn2", "--reports", "{d}/report-ok.json", "--compute-url", DOWN], 3,
+     "compute API unreachable"),
+    (LM + ["s", "cn2", "--reports", "{d}/report-ok.json", "--compute-url", DOWN,
+           "--libvirt-version", "eight"], 2, "--libvirt-version eight: expected numbers"),
+    (LM + ["s", "cn2", "--reports", "{d}/report-ok.json", "--compute-url", DOWN,
+           "--source-conf", "{d}/not-ini.conf"], 2, "--source-conf {d}/not-ini.conf"),
+    (LM + ["s", "cn2", "--reports", "{d}/not-json.json", "--compute-url", DOWN], 2,
+     "not JSON"),
+    (LM + ["s", "cn2", "--reports", "{d}/report-ok.json", "--compute-url", DOWN,
+           "--block-migration", "maybe"], 2, "--block-migration: invalid choice"),
+    # evacuate plan / run
+    (EV, 2, "the following arguments are required: --reports, --state"),
+    (EV + ["--reports", "{d}/report-ok.json", "--state", "{d}/not-json.json",
+           "--compute-url", DOWN], 2, "--state {d}/not-json.json: not JSON"),
+    (EV + ["--reports", "{d}/report-ok.json", "--state", "{d}/instances.json",
+           "--compute-url", DOWN], 2, "--state {d}/instances.json: not a planner state"),
+    (EV + ["--reports", "{d}/report-ok.json", "--state", "{d}/no-state.json",
+           "--storage-view", "{d}/instances.json", "--compute-url", DOWN], 2,
+     "--storage-view {d}/instances.json: expected"),
+    (EV + ["--reports", "{d}/report-ok.json", "--state", "{d}/no-state.json",
+           "--compute-url", DOWN], 3, "compute API unreachable"),
+    (["evacuate", "run", "--reports", "{d}/report-ok.json", "--state",
+      "{d}/no-state.json", "--config-file", "{d}/fence-ladder.conf", "--compute-url",
+      DOWN], 2, "[storage] fence_ladder"),
     # the command itself
     (["nonesuch"], 2, "'nonesuch' is not a sub-command; one of: audit, bench"),
     (["storage"], 2, "'storage' is not a sub-command"),

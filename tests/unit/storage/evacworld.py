@@ -10,14 +10,23 @@ Conditions:
   back after 180 s; a hard reboot is confirmed after 5 s, back after 120 s;
 * ``hung``: heartbeat lost, still in the storage quorum, a graceful reboot
   does nothing; a hard reboot as above;
+* ``quick-reboot``: like ``partitioned``, but a graceful reboot is
+  confirmed and the host back in the same tick (60 s later);
 * ``dead``: heartbeat lost and out of the storage quorum; only a hard
-  reboot (power off) is confirmed, after 5 s; it never comes back.
+  reboot (power off) is confirmed, after 5 s; it never comes back;
+* ``storage-lost``: heartbeat fine, but out of the storage quorum (its
+  storage daemon is down).
+
+A host the planner does not act on may be confirmed fenced by hand:
+``run(..., confirm={at: [host]})`` (the operator powered it off and forced
+its compute service down).
 """
 
 from __future__ import annotations
 
 from scheduler_ext.storage.evacuation import (
-    Action, ClusterHost, EvacuationPlanner, Instance, Policy, majority)
+    Action, ClusterHost, EvacuationPlanner, Instance, majority)
+from scheduler_ext.storage.fencing_policy import Policy
 
 TICK = 5.0
 
@@ -40,10 +49,12 @@ class World:
 
     # ------------------------------------------------------------ facts
     def suspects(self) -> set[str]:
-        return {n for n, c in self.condition.items() if c != "ok"} | self.powered_off
+        return {n for n, c in self.condition.items()
+                if c not in ("ok", "storage-lost")} | self.powered_off
 
     def storage_down(self) -> set[str]:
-        return {n for n, c in self.condition.items() if c == "dead"} | self.powered_off
+        return {n for n, c in self.condition.items()
+                if c in ("dead", "storage-lost")} | self.powered_off
 
     def live_quorum(self, cluster: str) -> int:
         return sum(1 for h in self.hosts.values() if h.cluster == cluster
@@ -55,11 +66,16 @@ class World:
 
     def execute(self, action: Action) -> None:
         cond = self.condition.get(action.host)
+        if action.kind in ("graceful-reboot", "hard-reboot"):
+            self._quorum_after_our_fence(action.host, "fence issued on")
         if action.kind == "restart-agent" and cond == "agent-hung":
             self._schedule(10, "recover", action.host)
         elif action.kind == "graceful-reboot" and cond == "partitioned":
             self._schedule(60, "off", action.host)
             self._schedule(180, "back", action.host)
+        elif action.kind == "graceful-reboot" and cond == "quick-reboot":
+            self._schedule(60, "off", action.host)
+            self._schedule(60, "back", action.host)
         elif action.kind == "hard-reboot":
             self._schedule(5, "off", action.host)
             if cond != "dead":
@@ -73,45 +89,56 @@ class World:
             if inst.domain is not None and inst.domain not in dest.domains:
                 self.violations.append(f"{self.now}: {inst.uuid} left its "
                                        f"domain for {dest.name}")
+            cluster = self.hosts[action.host].cluster
+            size = sum(1 for h in self.hosts.values()
+                       if h.cluster == cluster and h.quorum)
+            if size and self.live_quorum(cluster) < majority(size):
+                self.violations.append(f"{self.now}: evacuated {inst.uuid} "
+                                       f"while cluster {cluster} has lost "
+                                       "its storage quorum")
             if dest.name in self.suspects():
                 self.violations.append(f"{self.now}: {inst.uuid} sent to "
                                        f"suspect {dest.name}")
 
     def _due_events(self) -> None:
-        for event in sorted(e for e in self.events if e[0] <= self.now):
+        for event in sorted((e for e in self.events if e[0] <= self.now),
+                            key=lambda e: (e[0], e[1] == "back")):
             self.events.remove(event)
             _, kind, host = event
             if kind == "recover":
                 self.condition[host] = "ok"
             elif kind == "off":
                 self.powered_off.add(host)
+                self._quorum_after_our_fence(host, "our fence powered off")
                 self.confirmed.add(host)
                 self.confirm_times[host] = self.now
             elif kind == "back":
                 self.powered_off.discard(host)
                 self.condition[host] = "ok"
 
-    def _check_quorum(self) -> None:
-        for cluster in {h.cluster for h in self.hosts.values()}:
-            members = [h for h in self.hosts.values()
-                       if h.cluster == cluster and h.quorum]
-            ours = [h.name for h in members if h.name in self.powered_off]
-            if ours and self.live_quorum(cluster) < majority(len(members)):
-                self.violations.append(
-                    f"{self.now}: cluster {cluster} has "
-                    f"{self.live_quorum(cluster)} live quorum members of "
-                    f"{len(members)} with {ours} fenced by us")
+    def _quorum_after_our_fence(self, host: str, what: str) -> None:
+        cluster = self.hosts[host].cluster
+        members = [h for h in self.hosts.values()
+                   if h.cluster == cluster and h.quorum]
+        if members and self.live_quorum(cluster) < majority(len(members)):
+            self.violations.append(
+                f"{self.now}: {what} {host} with cluster {cluster} at "
+                f"{self.live_quorum(cluster)} live quorum members of "
+                f"{len(members)}")
 
     # -------------------------------------------------------------- run
-    def run(self, until: float, changes: dict[float, dict[str, str]] | None = None
-            ) -> list[Action]:
+    def run(self, until: float, changes: dict[float, dict[str, str]] | None = None,
+            confirm: dict[float, list[str]] | None = None) -> list[Action]:
         """Tick every 5 s up to ``until``; ``changes`` sets conditions at
-        given times."""
+        given times, ``confirm`` confirms fences by hand."""
         while self.now <= until:
             for host, cond in (changes or {}).get(self.now, {}).items():
                 self.condition[host] = cond
+            for host in (confirm or {}).get(self.now, []):
+                self.powered_off.add(host)
+                self.confirmed.add(host)
+                self.confirm_times[host] = self.now
             self._due_events()
-            self._check_quorum()
             actions = self.planner.tick(self.now, self.suspects(),
                                         self.storage_down(), self.confirmed)
             self.confirmed = set()

@@ -99,24 +99,26 @@ def test_sync_contradictory_reports_exit_2_naming_hosts(tmp_path, capsys):
 
 def test_storage_needs_a_subcommand(capsys):
     assert cli.main(["storage"]) == 2
-    assert "storage discover, storage sync" in capsys.readouterr().err
+    assert ("storage discover, storage live-migration, storage migrate-disk, "
+            "storage sync") in capsys.readouterr().err
 
 
 def readme_commands():
     text = README.read_text()
-    section = text[text.index("Shared storage from the real topology"):
-                   text.index("Live migration\n")]
+    section = text[text.index("Shared storage from the real topology\n==="):
+                   text.index("Deploying placement for several schedulers\n===")]
     return [line.strip() for line in section.splitlines()
-            if "scheduler-ext storage" in line and line.startswith("    ")]
+            if line.startswith(("    scheduler-ext ",
+                                "    .venv/bin/scheduler-ext "))]
 
 
 def test_readme_commands_parse_and_the_local_one_runs(capsys):
     commands = readme_commands()
-    assert len(commands) == 4
+    assert len(commands) == 10
     for command in commands:
         argv = shlex.split(command.split(" > ")[0])[1:]
         name, _ = cli.parse_args(argv)
-        assert name.startswith("storage ")
+        assert name.startswith(("storage ", "evacuate "))
     local = [c for c in commands if "--path /tmp --read-only" in c]
     code, out, _ = run(shlex.split(local[0])[1:], capsys)
     assert code == 0 and json.loads(out)["path"] == "/tmp"

@@ -7,10 +7,12 @@ from oslo_config import cfg
 
 from scheduler_ext import conf as se_conf
 from scheduler_ext.storage.evacuation import (
-    ClusterHost, EvacuationPlanner, Instance, Policy, majority, policy_from_conf)
+    ClusterHost, EvacuationPlanner, Instance, majority)
+from scheduler_ext.storage.fencing_policy import Policy, policy_from_conf
 from tests.unit.storage.evacworld import World, hci, kinds, servers
 
 HOUR = 3600.0
+HARD = Policy(ladder=("restart-agent", "graceful-reboot", "hard-reboot"))
 
 
 def world(hosts, conditions, policy=None, per_host=2, instances=None):
@@ -28,7 +30,7 @@ def fences(log):
 
 def test_three_nodes_one_dead_host_climbs_the_ladder_then_is_evacuated():
     hosts = hci("a", 3)
-    w = world(hosts, {"a-2": "dead"})
+    w = world(hosts, {"a-2": "dead"}, HARD)
     log = w.run(HOUR)
     assert w.violations == []
     assert kinds(log, "a-2") == ["restart-agent", "graceful-reboot", "hard-reboot",
@@ -84,7 +86,7 @@ def test_five_nodes_a_fence_that_would_break_the_majority_is_not_issued():
     fenced = {a.host for a in fences(log)}
     assert "b-3" not in fenced and {"b-1", "b-2"} <= fenced
     deferred = [a for a in log if a.host == "b-3" and "deferred" in a.reason]
-    assert "leave 2 live quorum members of 5, below the majority 3" in \
+    assert "only 2 of 5 quorum members are healthy, below the majority 3" in \
         deferred[0].reason
     assert evacuations(log, "b-3") == []
 
@@ -95,25 +97,40 @@ def test_whole_cluster_outage_alerts_and_never_fences_or_evacuates(size):
     w = world(hosts, {h.name: "dead" for h in hosts})
     log = w.run(2 * HOUR)
     assert fences(log) == [] and evacuations(log) == []
-    assert [a.kind for a in log] == ["alert"]
-    assert f"{size} of {size} hosts suspect" in log[0].reason
+    assert [(a.kind, a.host) for a in log] == [("alert", "c"), ("alert", "c")]
+    assert log[0].reason.startswith(f"storage quorum lost: 0 of {size}")
+    assert f"{size} of {size} hosts suspect" in log[1].reason
 
 
-def test_seven_nodes_live_quorum_never_drops_below_four():
+def test_seven_nodes_fence_three_at_once_while_four_healthy_keep_the_quorum():
+    hosts = hci("d", 7)
+    policy = Policy(HARD.ladder, brake_fraction=0.6, fence_batch=3)
+    w = world(hosts, {"d-1": "dead", "d-2": "partitioned", "d-3": "partitioned"},
+              policy)
+    log = w.run(HOUR)
+    assert w.violations == []
+    assert majority(7) == 4
+    assert {a.host for a in fences(log) if a.at == 300} == {"d-1", "d-2", "d-3"}
+    assert len(evacuations(log)) == 6
+
+
+def test_seven_nodes_suspects_do_not_count_toward_the_majority():
+    """d-2..d-4 are still in the storage quorum, but only 3 hosts are
+    healthy: fencing any of them could leave the storage without a majority
+    whatever the others do, so none is fenced (d-1 is out of the quorum
+    already and is)."""
     hosts = hci("d", 7)
     policy = Policy(brake_fraction=0.6, fence_batch=3)
     w = world(hosts, {"d-1": "dead", "d-2": "partitioned", "d-3": "partitioned",
                       "d-4": "partitioned"}, policy)
     log = w.run(HOUR)
     assert w.violations == []
-    assert majority(7) == 4
-    # three fences in flight at most; d-1 is already out of the quorum
-    assert {a.host for a in fences(log) if a.at == 300} == {"d-1", "d-2", "d-3"}
-    # once d-2 and d-3 are off, fencing d-4 would leave 3 of 7 live
-    assert any(a.host == "d-4" and a.at == 360 and "below the majority 4"
-               in a.reason for a in log)
-    # d-4 goes only when d-2 and d-3 are back (graceful reboot: 180 s)
-    assert min(a.at for a in fences(log) if a.host == "d-4") == 480
+    assert {a.host for a in fences(log)} == {"d-1"}
+    for host in ("d-2", "d-3", "d-4"):
+        deferred = [a for a in log if a.host == host and "deferred" in a.reason]
+        assert "only 3 of 7 quorum members are healthy, below the majority 4" \
+            in deferred[0].reason
+        assert [a.at for a in deferred if a.kind == "alert"] == [900]
 
 
 @pytest.mark.parametrize("size, suspects", [(3, 1), (5, 2), (7, 3)])
@@ -135,7 +152,7 @@ def test_shared_disks_stay_in_their_domain_local_disks_go_anywhere():
                  Instance("local-vm", "a-1", None)]
     instances += [Instance(f"filler{i}", "a-2", "gpfs:a:/instances")
                   for i in range(3)]
-    w = world(a + b, {"a-1": "dead"}, instances=instances)
+    w = world(a + b, {"a-1": "dead"}, HARD, instances=instances)
     log = w.run(HOUR)
     assert w.violations == []
     dest = {e.instance: e.destination for e in evacuations(log)}
@@ -147,7 +164,7 @@ def test_no_destination_in_the_domain_is_an_alert_not_a_wrong_move():
     a = [ClusterHost("a-1", "a", True, frozenset(["d1"])),
          ClusterHost("a-2", "a", True, frozenset(["d1"]), capacity=0),
          ClusterHost("a-3", "a", True, frozenset(["d2"]))]
-    w = world(a, {"a-1": "dead"}, instances=[Instance("vm", "a-1", "d1")])
+    w = world(a, {"a-1": "dead"}, HARD, instances=[Instance("vm", "a-1", "d1")])
     log = w.run(HOUR)
     assert evacuations(log) == []
     alerts = [e for e in log if e.kind == "alert"]

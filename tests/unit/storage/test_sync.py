@@ -9,7 +9,8 @@ from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement, Inventor
 from scheduler_ext.placement.model import SHARING_TRAIT
 from scheduler_ext.storage import fleet, sync, topology
 from scheduler_ext.storage.errors import ReportError, SyncRefused
-from tests.unit.storage.reports import GPFS, NFS, shared, three_hosts
+from tests.unit.storage.reports import (
+    GPFS, GPFS_FS, NFS, NFS_FS, T2, shared, three_hosts)
 
 WRITES = ("create_provider", "set_inventories", "set_traits", "set_aggregates",
           "put_allocations", "post_allocations", "delete_allocations",
@@ -104,7 +105,7 @@ def test_shrinking_below_the_allocated_amount_is_refused_and_writes_nothing(clie
     plan = sync.plan(counting, smaller)
     assert len(plan.refusals) == 1
     assert "below the 800 GiB allocated" in plan.refusals[0]
-    assert GPFS in plan.refusals[0] and "cn1" in plan.refusals[0]
+    assert GPFS_FS in plan.refusals[0] and "cn1" in plan.refusals[0]
     with pytest.raises(SyncRefused):
         sync.apply(counting, plan)
     assert counting.writes == []
@@ -126,7 +127,7 @@ def test_warnings_local_disk_unknown_host_and_stray_member(client):
     plan = sync.plan(client, topo)
     joined = "\n".join(plan.warnings)
     assert ("host cn4, path /var/lib/nova/instances: compute node cn4 shares "
-            f"shared-storage:{GPFS} but still reports its own DISK_GB (200 GiB)"
+            f"shared-storage:{GPFS_FS} but still reports its own DISK_GB (200 GiB)"
             in joined)
     assert "bug 1784020" in joined
     assert "host ghost, path /var/lib/nova/instances: no compute node provider" \
@@ -138,7 +139,9 @@ def test_warnings_local_disk_unknown_host_and_stray_member(client):
     assert not any("cn5" in w for w in sync.plan(client, topo).warnings)
     again = sync.plan(client, topo, check_strays=True)
     assert again.changes == []
-    assert any("provider cn5 is in the aggregate" in w for w in again.warnings)
+    assert any(w.startswith("host cn5: no report for it; --prune removes it "
+                            f"from shared-storage:{GPFS_FS}")
+               for w in again.warnings)
 
 
 def test_storage_builds_the_fleet_from_reports_on_an_empty_placement():

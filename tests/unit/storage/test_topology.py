@@ -9,29 +9,30 @@ import pytest
 from scheduler_ext.storage import topology
 from scheduler_ext.storage.errors import ReportError
 from scheduler_ext.storage.report import HostReport
-from tests.unit.storage.reports import GPFS, NFS, T1, T2, shared, three_hosts
+from tests.unit.storage.reports import (
+    GPFS, GPFS_FS, NFS, NFS_FS, T1, T2, shared, three_hosts)
 
 
 def test_three_hosts_on_two_domains_make_two_providers():
     topo = topology.build(three_hosts(), reserved_disk_gb=5)
-    assert [(p.domain, p.members) for p in topo.providers] == [
-        (GPFS, ("cn1", "cn2")), (NFS, ("cn3",))]
+    assert [(p.filesystem, p.domains, p.members) for p in topo.providers] == [
+        (GPFS_FS, (GPFS,), ("cn1", "cn2")), (NFS_FS, (NFS,), ("cn3",))]
     gpfs, nfs = topo.providers
     # 1000 GiB; 10 GiB root-only reserve (free 600 - available 590) + 5
     assert (gpfs.inventory.total, gpfs.inventory.reserved,
             gpfs.inventory.max_unit) == (1000, 15, 1000)
     assert (nfs.inventory.total, nfs.inventory.reserved) == (500, 5)
-    assert gpfs.name == f"shared-storage:{GPFS}"
+    assert gpfs.name == f"shared-storage:{GPFS_FS}"
     assert topo.warnings == ()
 
 
-def test_uuids_are_derived_from_the_domain_only():
+def test_uuids_are_derived_from_the_filesystem_only():
     a = topology.build(three_hosts()).providers[0]
     b = topology.build([shared("other", seen=["other"])],
                        allocation_ratio=2.0).providers[0]
     assert (a.uuid, a.aggregate) == (b.uuid, b.aggregate)
     assert uuid.UUID(a.uuid).version == 5 and a.uuid != a.aggregate
-    assert a.uuid == topology.provider_uuid(GPFS)
+    assert a.uuid == topology.provider_uuid(GPFS_FS)
 
 
 def test_a_long_domain_name_fits_placement():

@@ -1,0 +1,140 @@
+"""One tick of the evacuation planner on a real cloud: nova's compute
+services and servers (compute API), the hosts' storage reports, and the
+storage cluster's own view of its members; the planner's memory kept in a
+state file between ticks.
+
+* A host whose nova-compute service is ``down`` is a suspect; one that is
+  ``forced_down`` is fenced (the operator or a fencing agent says it is
+  off: nova's own precondition for an evacuation).
+* A host's storage cluster is its reports' filesystem (hosts without a
+  shared report form a cluster of their own); its instances' storage
+  domain is its report's domain, for servers with an image (a
+  volume-backed server's root disk is a volume: any host).
+* The storage view (``StorageView``): which hosts are quorum members and
+  which the storage reports down. Without one, every reported host is a
+  quorum member and up: the quorum guarantees then rest on heartbeats
+  alone, and the command says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Mapping, Protocol
+
+from scheduler_ext.storage import compute_api
+from scheduler_ext.storage.errors import StorageError
+from scheduler_ext.storage.evacuation import (
+    Action, ClusterHost, EvacuationPlanner, Instance)
+from scheduler_ext.storage.fencing_policy import Policy
+from scheduler_ext.storage.report import HostReport
+
+
+@dataclasses.dataclass(frozen=True)
+class StorageView:
+    """The storage cluster's own account of its members: ``quorum`` the
+    quorum members (None: every host), ``down`` those out of the quorum."""
+
+    quorum: frozenset[str] | None = None
+    down: frozenset[str] = frozenset()
+
+
+def storage_view(text: str, origin: str = "storage view") -> StorageView:
+    """``{"quorum": [hosts], "down": [hosts]}`` (both optional)."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise StorageError(f"{origin}: not JSON ({exc})") from None
+    if not isinstance(data, dict) or not all(
+            isinstance(data.get(k, []), list) and
+            all(isinstance(h, str) for h in data.get(k, []))
+            for k in ("quorum", "down")):
+        raise StorageError(f"{origin}: expected {{\"quorum\": [host, ...], "
+                           "\"down\": [host, ...]}")
+    quorum = data.get("quorum")
+    return StorageView(None if quorum is None else frozenset(quorum),
+                       frozenset(data.get("down", [])))
+
+
+@dataclasses.dataclass(frozen=True)
+class Tick:
+    actions: list[Action]
+    state: dict[str, Any]
+    notes: list[str]
+
+
+def _cluster_hosts(services: list[compute_api.ComputeService],
+                   reports: Mapping[str, HostReport],
+                   view: StorageView) -> list[ClusterHost]:
+    out = []
+    for svc in services:
+        report = reports.get(svc.host)
+        shared = report is not None and report.state == "shared"
+        cluster = ((report.filesystem or report.domain) if shared and report
+                   else f"local:{svc.host}")
+        domains = frozenset([report.domain]) if shared and report and \
+            report.domain else frozenset()
+        quorum = shared and (view.quorum is None or svc.host in view.quorum)
+        out.append(ClusterHost(svc.host, str(cluster), quorum, domains))
+    return out
+
+
+def tick(api: compute_api.ComputeEndpoint, reports: Mapping[str, HostReport],
+         policy: Policy, now: float, state: Mapping[str, Any] | None = None,
+         view: StorageView | None = None) -> Tick:
+    """The planner's actions at ``now`` (seconds since the epoch) and its
+    state afterwards (reads only: services, then the servers of each
+    host)."""
+    view = view or StorageView()
+    notes = []
+    if view.quorum is None and not view.down:
+        notes.append("no storage view given: every reported host counts as "
+                     "an up quorum member; the storage cluster's own account "
+                     "(--storage-view) makes the quorum checks real")
+    services = compute_api.compute_services(api)
+    known = {s.host for s in services}
+    unknown = sorted((set(view.down) | set(view.quorum or ())) - known)
+    if unknown:
+        raise StorageError(f"storage view names hosts nova does not know: "
+                           f"{', '.join(unknown)}")
+    hosts = _cluster_hosts(services, reports, view)
+    domains = {h.name: next(iter(h.domains), None) for h in hosts}
+    instances = []
+    for svc in services:
+        for srv in compute_api.servers_on(api, svc.host):
+            on_disk = domains[svc.host] if srv.get("image") else None
+            instances.append(Instance(srv["id"], svc.host, on_disk))
+    planner = EvacuationPlanner(hosts, instances, policy)
+    if state:
+        planner.restore(dict(state))
+    actions = planner.tick(
+        now, [s.host for s in services if s.state == "down"],
+        view.down, [s.host for s in services if s.forced_down])
+    return Tick(actions, planner.state(), notes)
+
+
+class Fencer(Protocol):
+    """Carries out one ladder step (restart-agent, graceful-reboot or
+    hard-reboot) on a host; returns what happened, in one line. A fence
+    counts only once confirmed (the compute service forced down)."""
+
+    def __call__(self, step: str, host: str) -> str: ...
+
+
+FENCE_STEPS = ("restart-agent", "graceful-reboot", "hard-reboot")
+
+
+def execute(api: compute_api.ComputeEndpoint, actions: list[Action],
+            fencer: Fencer | None = None) -> list[str]:
+    """Carry out the evacuations (through nova's API) and, with a
+    ``fencer``, the ladder steps; one line per ladder step (what the fencer
+    said, or the step for the operator: nova has no fencing API)."""
+    lines = []
+    for a in actions:
+        if a.kind == "evacuate":
+            assert a.instance and a.destination
+            compute_api.evacuate(api, a.instance, a.destination)
+        elif a.kind in FENCE_STEPS:
+            lines.append(f"{a.kind} {a.host}: " + (
+                fencer(a.kind, a.host) if fencer else a.reason))
+    return lines

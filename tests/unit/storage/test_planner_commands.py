@@ -1,0 +1,213 @@
+"""The planners as commands, on a fake compute API (``ComputeEndpoint``):
+``storage live-migration`` reads the server's disks, both reports and the
+hosts' nova.conf; ``evacuate plan``/``run`` read the services, servers,
+reports and the storage view, keep the planner's state in a file, and
+evacuate through the API only in ``run``."""
+
+import json
+
+import pytest
+
+from scheduler_ext.cmd import main as cli
+from scheduler_ext.cmd import compute_access
+from scheduler_ext.storage import evacuation_run, livemigration_check
+from scheduler_ext.storage.errors import StorageError
+from scheduler_ext.storage.fencing_policy import Policy
+from scheduler_ext.storage.report import HostReport
+from tests.unit.storage.reports import shared
+
+GPFS = "gpfs:gpfs1:/pool/instances"
+
+
+class FakeCompute:
+    """Services, servers and volume attachments as nova's API shows them."""
+
+    def __init__(self, services, servers, attachments=None):
+        self.services = services
+        self.servers = servers
+        self.attachments = attachments or {}
+        self.posts = []
+
+    def get(self, path):
+        if path.startswith("/os-services"):
+            return {"services": self.services}
+        if path.startswith("/servers/detail"):
+            host = path.rsplit("host=", 1)[1]
+            return {"servers": [s for s in self.servers.values()
+                                if s["OS-EXT-SRV-ATTR:host"] == host]}
+        sid = path.split("/")[2]
+        if path.endswith("/os-volume_attachments"):
+            return {"volumeAttachments": self.attachments.get(sid, [])}
+        return {"server": self.servers[sid]}
+
+    def post(self, path, body):
+        self.posts.append((path, body))
+
+
+def service(host, state="up", forced=False):
+    return {"id": f"id-{host}", "host": host, "state": state,
+            "status": "enabled", "forced_down": forced}
+
+
+def srv(sid, host, image="img", config_drive="", ephemeral=0, swap=0):
+    return {"id": sid, "OS-EXT-SRV-ATTR:host": host, "image": image,
+            "config_drive": config_drive,
+            "flavor": {"disk": 10, "ephemeral": ephemeral, "swap": swap}}
+
+
+REPORTS = {"cn1": shared("cn1", seen=["cn1"]),
+           "cn2": shared("cn2", seen=["cn1", "cn2"]),
+           "cn3": HostReport("cn3", "/var/lib/nova/instances", "local"),
+           "cn4": shared("cn4", seen=["cn1", "cn2", "cn4"])}
+
+
+# ---------------------------------------------------------- live migration
+def test_compute_conf_reads_the_options_nova_uses():
+    conf = livemigration_check.compute_conf(
+        "[DEFAULT]\nuse_cow_images = false\nconfig_drive_format = vfat\n"
+        "[libvirt]\nlive_migration_tunnelled = True\n")
+    assert conf == livemigration_check.ComputeConf("raw", True, "vfat")
+    assert livemigration_check.compute_conf("[libvirt]\nimages_type = rbd\n") \
+        .images_type == "rbd"
+    with pytest.raises(StorageError, match="nova-x.conf: \\[libvirt\\] "
+                                           "images_type 'ploop'"):
+        livemigration_check.compute_conf("[libvirt]\nimages_type = ploop\n",
+                                         "nova-x.conf")
+
+
+def test_the_seeds_server_volume_backed_with_a_vfat_config_drive():
+    api = FakeCompute([], {"s": srv("s", "cn1", image="", config_drive="True")},
+                      {"s": [{"volumeId": "root"}, {"volumeId": "data"}]})
+    vfat = livemigration_check.ComputeConf(config_drive_format="vfat")
+    check = livemigration_check.check(api, "s", "cn3", REPORTS, source_conf=vfat,
+                                      libvirt_version=(1, 2, 16))
+    assert (check.disks.volume_backed, check.disks.volumes,
+            check.disks.config_drive) == (True, 1, "vfat")
+    assert check.decision.error == "MigrationPreCheckError"
+    assert "requires libvirt version 1.2.17" in check.decision.reason
+
+
+def test_live_migration_command_prints_the_decision_and_hazards(
+        tmp_path, capsys, monkeypatch):
+    api = FakeCompute([], {"s": srv("s", "cn1", ephemeral=1)})
+    monkeypatch.setattr(compute_access, "endpoint", lambda args: api)
+    files = []
+    for report in REPORTS.values():
+        path = tmp_path / f"{report.host}.json"
+        path.write_text(report.to_json())
+        files.append(str(path))
+    tunnel = tmp_path / "nova.conf"
+    tunnel.write_text("[libvirt]\nlive_migration_tunnelled = true\n")
+    code = cli.main(["storage", "live-migration", "s", "cn3", "--reports",
+                     *files, "--compute-url", "http://unused",
+                     "--source-conf", str(tunnel), "-f", "json"])
+    shown = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert (shown["source"], shown["destination"]) == ("cn1", "cn3")
+    assert shown["nova does"] == "block: nothing"
+    assert shown["nova source"] == "_live_migration_operation, Guest.migrate"
+    assert shown["hazards"].startswith(
+        "tunnelled-block-migration-copies-nothing: ")
+    code = cli.main(["storage", "live-migration", "s", "cn2", "--reports",
+                     *files, "--compute-url", "http://unused",
+                     "--block-migration", "true", "-f", "json"])
+    shown = json.loads(capsys.readouterr().out)
+    assert code == 1 and shown["nova does"] == "InvalidLocalStorage"
+
+
+def test_a_host_without_a_report_is_named():
+    api = FakeCompute([], {"s": srv("s", "cn1")})
+    with pytest.raises(StorageError, match="no storage report for host cn9"):
+        livemigration_check.check(api, "s", "cn9", REPORTS)
+
+
+# --------------------------------------------------------------- evacuation
+def fleet(forced=()):
+    services = [service(h, "down" if h in forced else "up", h in forced)
+                for h in ("cn1", "cn2", "cn3", "cn4")]
+    servers = {f"vm{i}": srv(f"vm{i}", "cn1") for i in range(2)}
+    servers["vol"] = srv("vol", "cn1", image="")
+    servers["busy"] = srv("busy", "cn4")
+    return FakeCompute(services, servers)
+
+
+def test_a_forced_down_host_is_evacuated_within_its_domain():
+    api = fleet(forced={"cn1"})
+    tick = evacuation_run.tick(api, REPORTS, Policy(), 100.0)
+    moves = {a.instance: a.destination for a in tick.actions
+             if a.kind == "evacuate"}
+    # shared disks stay in the GPFS domain (cn2, cn4: cn4 holds "busy"),
+    # least loaded then by name; the volume-backed one may go anywhere but
+    # its own cluster comes first (cn3 is local storage): cn4, now the
+    # least loaded there
+    assert moves == {"vm0": "cn2", "vm1": "cn2", "vol": "cn4"}
+    assert tick.notes and "no storage view given" in tick.notes[0]
+    assert api.posts == []                       # a tick only reads
+    assert evacuation_run.execute(api, tick.actions) == []
+    assert sorted(p for p, _ in api.posts) == [
+        "/servers/vm0/action", "/servers/vm1/action", "/servers/vol/action"]
+
+
+def test_storage_view_parse_and_bad_input():
+    view = evacuation_run.storage_view('{"quorum": ["cn1"], "down": ["cn2"]}')
+    assert view == evacuation_run.StorageView(frozenset({"cn1"}),
+                                              frozenset({"cn2"}))
+    with pytest.raises(StorageError, match="v.json: expected"):
+        evacuation_run.storage_view('{"down": "cn2"}', "v.json")
+    with pytest.raises(StorageError, match="nova does not know: cn9"):
+        evacuation_run.tick(fleet(), REPORTS, Policy(), 0.0,
+                            view=evacuation_run.StorageView(down=frozenset({"cn9"})))
+
+
+def test_evacuate_plan_writes_nothing_and_run_keeps_its_state(
+        tmp_path, capsys, monkeypatch):
+    api = fleet()
+    monkeypatch.setattr(compute_access, "endpoint", lambda args: api)
+    files = []
+    for report in REPORTS.values():
+        path = tmp_path / f"{report.host}.json"
+        path.write_text(report.to_json())
+        files.append(str(path))
+    state = tmp_path / "state.json"
+    view = tmp_path / "view.json"
+    view.write_text(json.dumps({"quorum": ["cn1", "cn2", "cn4"], "down": []}))
+    argv = ["--reports", *files, "--state", str(state), "--storage-view",
+            str(view), "--compute-url", "http://unused", "-f", "value"]
+    assert cli.main(["evacuate", "plan", *argv]) == 0
+    assert "nothing to do" in capsys.readouterr().err
+    api.services[0].update(state="down")          # cn1's heartbeat is lost
+    assert cli.main(["evacuate", "run", *argv, "--fence-command",
+                     "echo done {step} on {host}"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("restart-agent cn1 suspect since")
+    assert "fence: restart-agent cn1: echo exited 0: done restart-agent on " \
+        "cn1" in err
+    saved = json.loads(state.read_text())
+    assert list(saved["suspects"]) == ["cn1"]
+    api.services[0].update(forced_down=True)      # the operator fenced it
+    assert cli.main(["evacuate", "plan", *argv]) == 0
+    out = capsys.readouterr().out
+    assert "would evacuate cn1 vm0 to cn2" in out and api.posts == []
+    assert json.loads(state.read_text()) == saved  # plan wrote nothing
+    assert cli.main(["evacuate", "run", *argv]) == 0
+    assert "evacuate cn1 vm0 to cn2" in capsys.readouterr().out
+    assert len(api.posts) == 3
+    # with cn2 out of the storage quorum: 1 of 3 up, nothing moves
+    view.write_text(json.dumps({"quorum": ["cn1", "cn2", "cn4"],
+                                "down": ["cn2"]}))
+    state.unlink()
+    api.posts.clear()
+    assert cli.main(["evacuate", "run", *argv]) == 1
+    assert "alert" in capsys.readouterr().out and api.posts == []
+
+
+def test_evacuate_bad_input_is_one_line(tmp_path, capsys):
+    report = tmp_path / "cn1.json"
+    report.write_text(REPORTS["cn1"].to_json())
+    state = tmp_path / "state.json"
+    state.write_text("[1, 2]")
+    code = cli.main(["evacuate", "plan", "--reports", str(report), "--state",
+                     str(state), "--compute-url", "http://127.0.0.1:9"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert f"--state {state}: not a planner state" in err
