@@ -19,10 +19,15 @@ make parts of some answers wrong; which query can meet one is read from
 the request and the fleet (never from the engine's answer), and only the
 candidates a defect can touch are exempt from the exact comparison:
 
-- merged amounts accumulate when two groups (``group_policy`` other than
-  ``none``) ask one class: exempt are the candidates that draw that class
-  from one provider in two groups (``_accumulates``); of those, placement's
-  combinations (mappings) must be among the engine's;
+- merged amounts accumulate when the unnumbered group and a granular
+  group ask one class (``group_policy`` other than ``none``): placement
+  adds the second group's amount into the first group's part of a
+  combination drawing that class from one provider, and every candidate
+  using that part shows the sum. Exempt are the candidates with a part
+  drawing the class from a provider the other group may draw it from
+  too (``_accumulates``, what each group may draw read from
+  ``lab.reference``); of those, placement's combinations (mappings) must
+  be among the engine's;
 - one arbitrary anchor is kept when granular groups come with an
   unnumbered group: exempt are the candidates whose unnumbered group sits
   on sharing providers only; placement's must be among the engine's.
