@@ -94,7 +94,8 @@ def pinned(index: "CapacityIndex", fit: "Fit", i: int, pin: Allocations,
             return None
         for granular in ([kept, picks] if kept != picks else [picks]):
             allocs = _merged(request, supplier, granular)
-            if _fits(index, allocs, released or {}) and \
+            if _units_ok(index, request, supplier, granular) and \
+                    _fits(index, allocs, released or {}) and \
                     _granular_pass(index, request, granular):
                 mappings = {g: [rp] for g, rp in granular.items()}
                 if supplier:
@@ -145,8 +146,28 @@ def _merged(request: CandidateRequest, supplier: Mapping[str, str],
     return out
 
 
+def _units_ok(index: "CapacityIndex", request: CandidateRequest,
+              supplier: Mapping[str, str], granular: Mapping[str, str]) -> bool:
+    """Each group's own amounts within min_unit, max_unit and step_size of
+    the provider drawn on (placement checks them per group, before two
+    groups' amounts on one provider are summed)."""
+    asked = [(supplier[rc], rc, n) for rc, n in request.resources.items()]
+    asked += [(granular[g.suffix], rc, n) for g in request.granular
+              for rc, n in g.resources.items()]
+    for rp, rc, amount in asked:
+        col, row = index.columns.get(rc), index.row_of.get(rp)
+        p = col.pos(row) if col is not None and row is not None else -1
+        if col is None or p < 0 or not (
+                col.min_unit[p] <= amount <= col.max_unit[p]
+                and amount % col.step_size[p] == 0):
+            return False
+    return True
+
+
 def _fits(index: "CapacityIndex", allocs: Allocations,
           released: Allocations) -> bool:
+    """The summed amounts within each provider's capacity (``released``
+    counted free) and max_unit."""
     for rp, res in allocs.items():
         row = index.row_of.get(rp)
         if row is None or not index.alive[row]:
@@ -157,8 +178,7 @@ def _fits(index: "CapacityIndex", allocs: Allocations,
             if p < 0 or col is None or col.total[p] == 0:
                 return False
             back = released.get(rp, {}).get(rc, 0)
-            if not (col.min_unit[p] <= amount <= col.max_unit[p]
-                    and amount % col.step_size[p] == 0
+            if not (amount <= col.max_unit[p]
                     and amount <= int(col.free[p]) + back):
                 return False
     return True

@@ -26,6 +26,8 @@ class Result:
     status: str             # success, fail, skip, ...
     seconds: float
     details: str            # the traceback (and captured logs) of a failure
+    traceback: str = ""     # the traceback alone (what the test raised)
+    log: str = ""           # the captured log, of a success too
 
     @property
     def name(self) -> str:
@@ -66,15 +68,20 @@ def _parse(stream: bytes) -> list[Result]:
             return
         start, stop = (list(test["timestamps"]) + [None, None])[:2]
         seconds = (stop - start).total_seconds() if start and stop else 0.0
-        text = []
+        text, traceback, log = [], "", []
         for name, content in test["details"].items():
+            try:
+                body = content.as_text()
+            except Exception:   # binary attachment
+                continue
+            if name == "traceback":
+                traceback = body
+            elif name.startswith("pythonlogging"):
+                log.append(body)
             if name in ("traceback", "reason") or test["status"] == "fail":
-                try:
-                    text.append(f"--- {name}\n" + content.as_text())
-                except Exception:   # binary attachment
-                    pass
+                text.append(f"--- {name}\n" + body)
         results.append(Result(test["id"], test["status"], seconds,
-                              "\n".join(text)))
+                              "\n".join(text), traceback, "\n".join(log)))
 
     parser = subunit.ByteStreamToStreamResult(io.BytesIO(stream),
                                               non_subunit_name="stdout")
@@ -85,9 +92,15 @@ def _parse(stream: bytes) -> list[Result]:
     return results
 
 
-#: what a test fails with when an earlier test of its process had nova's
-#: process-wide executors shut down
+#: what a test's traceback says when an earlier test of its process had
+#: nova's process-wide executors shut down
 RACED = "shutdown has been started"
+
+
+def raced(result: Result) -> bool:
+    """Failed because an earlier test of its process shut nova's executors
+    down: the traceback (not the log, which may quote any test) says so."""
+    return result.status != "success" and RACED in result.traceback
 
 
 def run_isolated(test_ids: list[str], workers: int = 2,

@@ -20,10 +20,14 @@ Selection = Sequence[tuple[str, Sequence[str] | None]]
 
 
 def nova_classes(selection: Selection) -> Iterator[tuple[str, type]]:
-    """(module short name, class) of every nova test class selected."""
+    """(module short name, class) of every nova test class selected;
+    LookupError for a class name the module does not define."""
     for module_name, names in selection:
         module = importlib.import_module(module_name)
         short = module_name.rsplit(".", 1)[1]
+        missing = sorted(set(names or ()) - set(vars(module)))
+        if missing:
+            raise LookupError(f"{module_name} has no class {', '.join(missing)}")
         for name, cls in sorted(vars(module).items()):
             if not (inspect.isclass(cls) and issubclass(cls, unittest.TestCase)
                     and cls.__module__ == module_name):

@@ -28,7 +28,7 @@ from tests.nova.cases_moving import NOVA_MOVE_TESTS
 from tests.nova.cases_sweep import PREFIX, selection
 from tests.nova.known_differences import KNOWN_DIFFERENCES, SWEEP_DIFFERENCES
 
-KNOWN = {**KNOWN_DIFFERENCES, **SWEEP_DIFFERENCES}
+KNOWN = {**{k: d.reason for k, d in KNOWN_DIFFERENCES.items()}, **SWEEP_DIFFERENCES}
 
 SWEEP = "tests.nova.cases_sweep"
 
@@ -117,8 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     print(f"sweep: {len(ours)} tests with ours", flush=True)
     results, seconds = nova_run.run_tests(ours, workers=args.workers, timeout=6 * 3600)
-    raced = [i for i, r in results.items()
-             if r.status != "success" and nova_run.RACED in r.details]
+    raced = [i for i, r in results.items() if nova_run.raced(r)]
     if raced:
         more, more_s = nova_run.run_isolated(raced, workers=args.workers)
         results.update(more)

@@ -104,19 +104,28 @@ class Down:
         return getattr(self.inner, name)
 
 
-@pytest.mark.parametrize("exc", [
-    errors.PlacementUnavailable("placement down"),
-    errors.ConcurrentUpdate("consumer generation conflict"),
-    errors.CapacityExceeded("unable to allocate inventory")])
-def test_claim_refused_by_placement_changes_nothing(exc):
+@pytest.mark.parametrize("exc, raised, says", [
+    # placement down: said as such, no claim tried elsewhere
+    (errors.PlacementUnavailable("placement down"), errors.PlacementUnavailable,
+     "503 placement.undefined_code: placement down"),
+    # a 409 on the consumer: the same host tried again, max_claim_attempts times
+    (errors.ConcurrentUpdate("consumer generation conflict"), errors.NoValidHost,
+     "every claim failed (" + "; ".join(["{host}: consumer generation conflict"] * 3)),
+    # the host is full after all: the next candidate (there is none)
+    (errors.CapacityExceeded("unable to allocate inventory"), errors.NoValidHost,
+     "every claim failed ({host}: unable to allocate inventory)")])
+def test_claim_refused_by_placement_changes_nothing(exc, raised, says):
     client = EmbeddedPlacement()
-    small_host(client)
+    host = small_host(client)
     drv, _ = start(Down(client, exc))
     before = dump(client)
-    with pytest.raises((errors.NoValidHost, errors.PlacementUnavailable)) as raised:
+    with pytest.raises(errors.SchedulerExtError) as info:
         drv.select_destinations(ScheduleRequest(
             (INSTANCE,), CandidateRequest(FLAVOR1), "p", "u"))
-    assert INSTANCE in str(raised.value) or isinstance(exc, errors.PlacementUnavailable)
+    assert type(info.value) is raised
+    assert says.format(host=host) in str(info.value)
+    if raised is errors.NoValidHost:
+        assert str(info.value).startswith(f"instance {INSTANCE}: ")
     assert dump(client) == before
 
 

@@ -43,10 +43,12 @@ def _write(sim, consumer, allocs, ctype="INSTANCE"):
 
 
 def _a_server(sim, moving=False):
-    for uuid, server in sorted(sim.model.servers.items()):
-        if bool(server.active) == moving:
-            return uuid
-    pytest.skip("no such server in this run")
+    """A server of the seeded run (with a move in progress or not): the
+    run is fixed, so one that lacks it is a broken run, not a skip."""
+    found = [u for u, s in sorted(sim.model.servers.items())
+             if bool(s.active) == moving]
+    assert found, f"the seeded run has no server {'moving' if moving else 'at rest'}"
+    return found[0]
 
 
 def _drop_class(sim, uuid):

@@ -9,9 +9,15 @@ providers; a server's disk stays on the provider that holds it unless the
 server moved to another host; after reconcile each server holds exactly
 its flavor and nothing is left behind.
 
+Only a boot, resize or migration may fail, and only with NoValidHost
+(every claim refused, or no host fits); confirm, revert, failures,
+deletes and reconciles never raise. Over the run, most boots and many
+moves succeed (``test_the_run_moved``).
+
 2,000 examples, small fleets and short sequences so the run stays well
 under a minute on the CI machine."""
 
+import collections
 import os
 import uuid
 
@@ -30,6 +36,10 @@ from scheduler_ext.sources.engine import EngineCandidateSource
 from tests.unit.helpers import uuid_factory
 
 CONF = se_driver.make_conf(refresh_interval=0)
+#: per operation: tried, succeeded (over every example of the run)
+TALLY: collections.Counter = collections.Counter()
+#: the operations that schedule, the only ones that may fail (NoValidHost)
+SCHEDULING = ("boot", "resize", "migrate")
 
 FLAVORS = [
     {"VCPU": 1, "MEMORY_MB": 1024, "DISK_GB": 10},
@@ -211,13 +221,20 @@ def test_moves_keep_per_provider_invariants_with_two_sharing_providers(
     disk: dict[str, tuple[str, str]] = {}
     pick = lambda xs: data.draw(st.sampled_from(xs))  # noqa: E731
     for op in ops:
+        # a resize or migration acts on a server with no move in progress
+        acts = op == "boot" or op in SCHEDULING and any(
+            not s.active for s in model.servers.values())
+        TALLY[op, "tried"] += acts
         try:
             if op == "other_disk":
                 _other_disk(client, sharing, others, data.draw)
             else:
                 _step(op, model, client, pick, data.draw)
-        except errors.SchedulerExtError as exc:
-            event(f"{op}: {type(exc).__name__}")
+        except errors.NoValidHost as exc:
+            assert acts, (op, exc)
+            event(f"{op}: NoValidHost")
+        else:
+            TALLY[op, "done"] += acts
         assert invariants.check_providers(client) == []
         assert invariants.check_one_provider_per_class(
             client, list(model.servers) + [m.migration_uuid for s in
@@ -235,3 +252,15 @@ def test_moves_keep_per_provider_invariants_with_two_sharing_providers(
     known = set(model.servers) | set(others)
     for prov in nodes + sharing:
         assert set(client.get_provider_allocations(prov)) <= known
+
+
+def test_the_run_moved():
+    """The property run above exercised moves, not only refusals: most of
+    its boots and over 40% of its resizes and migrations succeeded (at
+    2,000 examples: 2,594 of 2,889 boots, 581 of 1,058 moves; a migration
+    on a one-host fleet has nowhere to go)."""
+    moves = TALLY["resize", "done"] + TALLY["migrate", "done"]
+    tried = TALLY["resize", "tried"] + TALLY["migrate", "tried"]
+    print(dict(TALLY))
+    assert TALLY["boot", "done"] > 0.75 * TALLY["boot", "tried"] > 0, TALLY
+    assert moves > 0.4 * tried > 0, TALLY
