@@ -371,7 +371,8 @@ def rows():
     out = os.environ.get("BAD_INPUT_TABLE")
     if out:
         with open(out, "w") as f:
-            f.write(f"{len(found)} bad inputs\n")
+            f.write(f"{len(found)} bad inputs, 0 tracebacks ({{d}}: the "
+                    "test's folder of bad files)\n")
             for argv, code, line in found:
                 f.write(f"rc={code}  scheduler-ext {' '.join(argv)}\n    {line}\n")
 
@@ -390,14 +391,17 @@ def test_bad_input(argv, code, needle, folder, web, rows, capsys, monkeypatch):
     out, err = capsys.readouterr()
     assert "Traceback" not in err and "placement.undefined_code" not in err, err
     assert got == code, (got, err)
-    if needle is None:              # no sub-command: the help
+    if needle is None:              # no sub-command: the help, on stdout
+        assert "Commands:" in out
+        rows.append((argv, got, "(the help)"))
         return
     lines = err.strip().splitlines()
     if "-c" not in argv:    # -c is checked on the output: the run's lines come first
         assert len(lines) == 1, err
     lines = lines[-1:]
     assert _fill(needle, folder, web) in lines[0], lines[0]
-    rows.append((argv, got, lines[0]))
+    rows.append(([a.replace(str(folder), "{d}") for a in argv], got,
+                 lines[0].replace(str(folder), "{d}")))
 
 
 def test_the_table_is_long_enough():
