@@ -42,6 +42,12 @@ def _one_line_error(self: argparse.ArgumentParser, message: str) -> NoReturn:
     self.exit(common.USAGE, f"{self.prog}: error: {message}\n")
 
 
+def one_line_errors(parser: argparse.ArgumentParser) -> None:
+    """Keep cliff's parser class, with one-line usage errors."""
+    parser.__class__ = type("OneLineParser", (type(parser),),
+                            {"error": _one_line_error})
+
+
 def classify(exc: BaseException) -> tuple[int, str]:
     """(exit code, one line) for an error a sub-command raised."""
     if isinstance(exc, common.UsageError):
@@ -77,9 +83,7 @@ class _Conventions:
 
     def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)     # type: ignore[misc]
-        # cliff's own parser class, with one-line usage errors
-        parser.__class__ = type("OneLineParser", (type(parser),),
-                                {"error": _one_line_error})
+        one_line_errors(parser)
         self.add_arguments(parser)
         return parser
 

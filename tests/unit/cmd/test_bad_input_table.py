@@ -357,6 +357,9 @@ TABLE = [
     (["storage"], 2, "'storage' is not a sub-command"),
     ([], 2, None),
     (["--bogus-global"], 2, "'--bogus-global' is not a sub-command"),
+    (["--log-file", "/missing/dir/log"] + S, 2,
+     "--log-file: /missing/dir/log: directory /missing/dir does not exist"),
+    (S + ["-v", "-q"], 2, "-q/--quiet: not allowed with argument -v/--verbose"),
 ]
 
 
