@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Sequence
 
 from cliff import command as cliff_command
 from cliff import lister as cliff_lister
@@ -106,9 +106,13 @@ class _Conventions:
         print(f"scheduler-ext {self.cmd_name}: error: {text}", file=sys.stderr,
               flush=True)
 
+    def check_before_work(self, parsed_args: argparse.Namespace) -> None:
+        """What can be checked before any work (besides argparse's checks)."""
+
     def run(self, parsed_args: argparse.Namespace) -> int:
         self.exit_code = common.OK
         try:
+            self.check_before_work(parsed_args)
             code: int = super().run(parsed_args)    # type: ignore[misc]
         except KeyboardInterrupt:
             self.error("interrupted (no file was left half-written)")
@@ -130,6 +134,16 @@ class Command(_Conventions, cliff_command.Command):
 
 class Lister(_Conventions, cliff_lister.Lister):
     """A sub-command printing rows (columns, rows) through cliff."""
+
+    def planned_columns(self, parsed_args: argparse.Namespace) -> Sequence[str]:
+        """The columns take_action will return, known from the flags (so
+        -c is checked before a long run)."""
+        raise NotImplementedError
+
+    def check_before_work(self, parsed_args: argparse.Namespace) -> None:
+        if parsed_args.columns:
+            self._generate_columns_and_selector(parsed_args,
+                                                self.planned_columns(parsed_args))
 
 
 class ShowOne(_Conventions, cliff_show.ShowOne):

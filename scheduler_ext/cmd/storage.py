@@ -21,7 +21,7 @@ import argparse
 import os
 import socket
 import sys
-from typing import Any
+from typing import Any, Sequence
 
 from oslo_config import cfg
 
@@ -139,11 +139,17 @@ def _load_reports(files: list[str]) -> list[se_report.HostReport]:
     return out
 
 
+SYNC_COLUMNS = ("action", "what")
+
+
 class Sync(base.Lister):
     """apply the hosts' storage reports to placement (dry run unless --apply)"""
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_sync_arguments(parser)
+
+    def planned_columns(self, parsed_args: argparse.Namespace) -> Sequence[str]:
+        return SYNC_COLUMNS
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
         args = parsed_args
@@ -168,7 +174,7 @@ class Sync(base.Lister):
                 print(f"refused: {refusal}", file=sys.stderr)
             print("nothing written", file=sys.stderr)
             self.exit_code = common.FINDINGS
-            return ("action", "what"), rows
+            return SYNC_COLUMNS, rows
         verb = "write" if args.apply else "would write"
         rows += [(verb, change.describe()) for change in the_plan.changes]
         if args.apply:
@@ -176,4 +182,4 @@ class Sync(base.Lister):
         print(f"{len(the_plan.changes)} changes"
               + ("" if args.apply or not the_plan.changes
                  else " (dry run: --apply writes them)"), file=sys.stderr)
-        return ("action", "what"), rows
+        return SYNC_COLUMNS, rows
