@@ -140,7 +140,10 @@ def web(folder):
     handler = functools.partial(Quiet, directory=str(folder))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"127.0.0.1:{server.server_address[1]}"
+    web = f"127.0.0.1:{server.server_address[1]}"
+    (folder / "not-keystone.conf").write_text(
+        FILES["keystone-down.conf"].replace("127.0.0.1:9", web))
+    yield web
     server.shutdown()
 
 
@@ -288,6 +291,8 @@ TABLE = [
      "auth_type = nonesuch: no such keystoneauth plugin"),
     (A + ["--config-file", "{d}/keystone-down.conf", "--no-nova"], 3,
      "[placement]: keystone could not be reached: connection refused"),
+    (A + ["--config-file", "{d}/not-keystone.conf", "--no-nova"], 2,
+     "[placement]: keystone answered: "),
     (A + ["--config-file", "{d}/endpoint-down.conf", "--no-nova"], 3,
      "placement unreachable: connection refused"),
     (A + ["--config-file", "{d}/timeout.conf", "--no-nova"], 2,
