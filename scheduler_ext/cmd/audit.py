@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
-from typing import Any
+from typing import Any, Sequence
 
 from scheduler_ext.cmd import base, common
 from scheduler_ext.cmd import audit_input, placement_access
@@ -114,6 +114,9 @@ class Audit(base.Lister):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_arguments(parser)
+
+    def planned_columns(self, parsed_args: argparse.Namespace) -> Sequence[str]:
+        return Findings.columns()
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
         self.exit_code, found = run(parsed_args, self.nova_context)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Sequence
 
 from cliff import command as cliff_command
 from cliff import lister as cliff_lister
@@ -41,6 +41,12 @@ BROKEN_PIPE = 141
 def _one_line_error(self: argparse.ArgumentParser, message: str) -> NoReturn:
     """A usage error printed as one line (no usage block), exit 2."""
     self.exit(common.USAGE, f"{self.prog}: error: {message}\n")
+
+
+def one_line_errors(parser: argparse.ArgumentParser) -> None:
+    """Keep cliff's parser class, with one-line usage errors."""
+    parser.__class__ = type("OneLineParser", (type(parser),),
+                            {"error": _one_line_error})
 
 
 def classify(exc: BaseException) -> tuple[int, str]:
@@ -78,9 +84,7 @@ class _Conventions:
 
     def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)     # type: ignore[misc]
-        # cliff's own parser class, with one-line usage errors
-        parser.__class__ = type("OneLineParser", (type(parser),),
-                                {"error": _one_line_error})
+        one_line_errors(parser)
         self.add_arguments(parser)
         return parser
 
@@ -103,9 +107,13 @@ class _Conventions:
         print(f"scheduler-ext {self.cmd_name}: error: {text}", file=sys.stderr,
               flush=True)
 
+    def check_before_work(self, parsed_args: argparse.Namespace) -> None:
+        """What can be checked before any work (besides argparse's checks)."""
+
     def run(self, parsed_args: argparse.Namespace) -> int:
         self.exit_code = common.OK
         try:
+            self.check_before_work(parsed_args)
             code: int = super().run(parsed_args)    # type: ignore[misc]
         except KeyboardInterrupt:
             self.error("interrupted (no file was left half-written)")
@@ -127,6 +135,16 @@ class Command(_Conventions, cliff_command.Command):
 
 class Lister(_Conventions, cliff_lister.Lister):
     """A sub-command printing rows (columns, rows) through cliff."""
+
+    def planned_columns(self, parsed_args: argparse.Namespace) -> Sequence[str]:
+        """The columns take_action will return, known from the flags (so
+        -c is checked before a long run)."""
+        raise NotImplementedError
+
+    def check_before_work(self, parsed_args: argparse.Namespace) -> None:
+        if parsed_args.columns:
+            self._generate_columns_and_selector(parsed_args,
+                                                self.planned_columns(parsed_args))
 
 
 class ShowOne(_Conventions, cliff_show.ShowOne):

@@ -45,7 +45,7 @@ import json
 import os
 import shutil
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from scheduler_ext.cmd import base, common
 from scheduler_ext.engine import CapacityIndex
@@ -260,13 +260,17 @@ class Bench(base.Lister):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_arguments(parser)
 
+    def planned_columns(self, parsed_args: argparse.Namespace) -> Sequence[str]:
+        return [name for name, _ in _columns(parsed_args)]
+
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
         args = parsed_args
         _require(args)
+        columns = _columns(args)
         print(f"# scheduler-ext bench, load average {os.getloadavg()[0]:.2f} "
               f"on {os.cpu_count()} CPUs", file=sys.stderr, flush=True)
         if args.scale_out:
-            key, columns = "scale_out", SCALE_OUT
+            key = "scale_out"
             results, interrupted = _each(
                 "--scale-out", args.scale_out,
                 lambda n: _scale_out_once(n, args),
@@ -277,16 +281,11 @@ class Bench(base.Lister):
             self.exit_code = common.FINDINGS if problems else common.OK
         elif args.nested:
             key = "nested"
-            columns = NESTED + (NESTED_BASELINE if args.baseline_max else []) + \
-                (NESTED_PLACEMENT if args.placement else [])
             results, interrupted = _each(
                 "--nested", args.nested, lambda n: bench_nested(n, args),
                 lambda r: f"compute_nodes={r['compute_nodes']} done")
         else:
             key = "results"
-            columns = FLAT + (BASELINE if args.baseline_max else []) + \
-                (PLACEMENT if args.placement else []) + \
-                (SNAPSHOT if args.snapshot else [])
             results, interrupted = _each(
                 "--sizes", args.sizes or DEFAULT_SIZES, lambda n: bench_size(n, args),
                 lambda r: f"providers={r['providers']} done")
@@ -301,6 +300,17 @@ class Bench(base.Lister):
         if args.json:
             _write(args.json, doc)
         return [name for name, _ in columns], [_row(r, columns) for r in results]
+
+
+def _columns(args: argparse.Namespace) -> list[tuple[str, Callable[[dict[str, Any]], Any]]]:
+    """The table's columns for the measurements the flags ask for."""
+    if args.scale_out:
+        return SCALE_OUT
+    if args.nested:
+        return NESTED + (NESTED_BASELINE if args.baseline_max else []) + \
+            (NESTED_PLACEMENT if args.placement else [])
+    return FLAT + (BASELINE if args.baseline_max else []) + \
+        (PLACEMENT if args.placement else []) + (SNAPSHOT if args.snapshot else [])
 
 
 def _scale_out_once(n: int, args: argparse.Namespace) -> dict[str, Any]:

@@ -207,8 +207,9 @@ QUIET = ["scheduler_ext=WARNING",
          "oslo_db=WARNING", "sqlalchemy=WARNING"]
 
 
-def setup_logging(verbose: int) -> None:
-    """oslo.log to stderr: warnings by default, -v information, -vv debug."""
+def setup_logging(verbose: int, log_file: str | None = None) -> None:
+    """oslo.log to stderr (and to ``log_file`` when given): warnings by
+    default, -v information, -vv debug."""
     conf = cfg.ConfigOpts()
     oslo_logging.register_options(conf)
     levels = list(QUIET)
@@ -219,6 +220,8 @@ def setup_logging(verbose: int) -> None:
     conf([], project="scheduler-ext", default_config_files=[])
     conf.set_override("use_stderr", True)
     conf.set_override("debug", verbose >= 2)
+    if log_file:
+        conf.set_override("log_file", log_file)
     oslo_logging.setup(conf, "scheduler-ext")
     if verbose == 0:
         logging.getLogger().setLevel(logging.WARNING)

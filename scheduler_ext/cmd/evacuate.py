@@ -21,7 +21,7 @@ import shlex
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import Any, Sequence
 
 from scheduler_ext.cmd import base, common, compute_access
 from scheduler_ext.cmd import storage as storage_cmd
@@ -70,6 +70,9 @@ class CommandFencer:
             f": {said[-1][:200]}" if said else "")
 
 
+TICK_COLUMNS = ("action", "host", "what")
+
+
 class _Tick(base.Lister):
     apply = False
 
@@ -91,6 +94,9 @@ class _Tick(base.Lister):
                      "(e.g. '/usr/local/bin/fence {step} {host}'); without "
                      "it the steps are listed for the operator. A fence "
                      "counts once the host's compute service is forced down")
+
+    def planned_columns(self, parsed_args: argparse.Namespace) -> Sequence[str]:
+        return TICK_COLUMNS
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
         args = parsed_args
@@ -127,7 +133,7 @@ class _Tick(base.Lister):
             print("nothing to do", file=sys.stderr)
         if any(a.kind == "alert" for a in result.actions):
             self.exit_code = common.FINDINGS
-        return ("action", "host", "what"), rows
+        return TICK_COLUMNS, rows
 
 
 class EvacuatePlan(_Tick):

@@ -19,7 +19,7 @@ from cliff import command as cliff_command
 from cliff import commandmanager
 
 import scheduler_ext
-from scheduler_ext.cmd import audit, bench, common, evacuate, simulate, storage
+from scheduler_ext.cmd import audit, base, bench, common, evacuate, simulate, storage
 
 #: sub-command name -> its class (the first line of its docstring is its help)
 COMMANDS: dict[str, type[cliff_command.Command]] = {
@@ -65,12 +65,16 @@ class SchedulerExt(cliff_app.App):
                                         conflict_handler="resolve"))
         parser.add_argument("--version", action="version",
                             version=f"{self.NAME} {version}")
+        parser.add_argument("--log-file", type=common.writable_file,
+                            help="also log to this file")
+        base.one_line_errors(parser)
         return parser
 
     def configure_logging(self) -> None:
-        """oslo.log to stderr: warnings by default, -v information, -vv
-        debug (cliff counts the default as 1)."""
-        common.setup_logging(max(0, self.options.verbose_level - 1))
+        """oslo.log to stderr (and --log-file): warnings by default, -v
+        information, -vv debug (cliff counts the default as 1)."""
+        common.setup_logging(max(0, self.options.verbose_level - 1),
+                             self.options.log_file)
 
     def run_subcommand(self, argv: list[str]) -> int:
         """An unknown sub-command is one line on stderr, exit 2."""

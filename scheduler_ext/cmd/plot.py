@@ -117,6 +117,9 @@ def _decorate(fig: Any, axes: Any, strategies: list[str], classes: list[str],
         top = max([1.0] + [float(max(line.get_ydata(), default=0))
                            for line in ax.get_lines()])
         ax.set_ylim(0, top * 1.05)
+    last = max([1.0] + [float(max(line.get_xdata(), default=0))
+                        for ax in axes.flat for line in ax.get_lines()])
+    rate.set_xlim(0, last)      # the axes share x: the run's steps, no more
     rate.set_ylim(-0.02, 1.02)
     util.set_ylim(0, 1.02)
     for ax in axes[1]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import Any, Sequence
 
 from scheduler_ext.cmd import base, common, plot
 from scheduler_ext.cmd import simulate_report
@@ -117,6 +117,10 @@ class _Bars:
             bar.close()
 
 
+def _strategies(args: argparse.Namespace) -> tuple[str, ...]:
+    return ("stock", "same_host") if args.strategy == "both" else (args.strategy,)
+
+
 def _check_outputs(args: argparse.Namespace) -> None:
     """--plot and --json: usable together, before any work."""
     if not args.plot:
@@ -135,7 +139,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, dict[str, Tally]], dict[str
     """(scenario -> strategy -> Tally, the report --json writes)."""
     scenario_file = None if args.scenario in NAMED else _scenario_file(args.scenario)
     _check_outputs(args)
-    strategies = ("stock", "same_host") if args.strategy == "both" else (args.strategy,)
+    strategies = _strategies(args)
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     report: dict[str, Any] = {"parameters": {
         k: getattr(args, k) for k in ("scenario", "strategy", "hosts", "sharing",
@@ -167,6 +171,9 @@ class Simulate(base.Lister):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_arguments(parser)
 
+    def planned_columns(self, parsed_args: argparse.Namespace) -> Sequence[str]:
+        return simulate_report.columns(_strategies(parsed_args))
+
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
         args = parsed_args
         runs, report = run(args)
@@ -182,8 +189,7 @@ class Simulate(base.Lister):
         broken = sum(t.violation_count for tallies in runs.values()
                      for t in tallies.values())
         self.exit_code = common.FINDINGS if broken else common.OK
-        strategies = tuple(next(iter(runs.values())))
-        return (simulate_report.columns(strategies),
+        return (simulate_report.columns(_strategies(args)),
                 list(simulate_report.rows(runs)))
 
 

@@ -29,7 +29,7 @@ import argparse
 import os
 import socket
 import sys
-from typing import Any
+from typing import Any, Sequence
 
 from oslo_config import cfg
 
@@ -156,11 +156,17 @@ def load_reports(files: list[str]) -> list[se_report.HostReport]:
     return out
 
 
+ACTION_COLUMNS = ("action", "what")
+
+
 class Sync(base.Lister):
     """apply the hosts' storage reports to placement (dry run unless --apply)"""
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_sync_arguments(parser)
+
+    def planned_columns(self, parsed_args: argparse.Namespace) -> Sequence[str]:
+        return ACTION_COLUMNS
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
         args = parsed_args
@@ -187,7 +193,7 @@ class Sync(base.Lister):
                 print(f"refused: {refusal}", file=sys.stderr)
             print("nothing written", file=sys.stderr)
             self.exit_code = common.FINDINGS
-            return ("action", "what"), rows
+            return ACTION_COLUMNS, rows
         verb = "write" if args.apply else "would write"
         rows += [(verb, change.describe()) for change in the_plan.changes]
         if args.apply:
@@ -195,7 +201,7 @@ class Sync(base.Lister):
         print(f"{len(the_plan.changes)} changes"
               + ("" if args.apply or not the_plan.changes
                  else " (dry run: --apply writes them)"), file=sys.stderr)
-        return ("action", "what"), rows
+        return ACTION_COLUMNS, rows
 
 
 class MigrateDisk(base.Lister):
@@ -207,6 +213,9 @@ class MigrateDisk(base.Lister):
                                 "(unless --os-cloud) (repeatable)")
         parser.add_argument("--apply", action="store_true",
                             help="write the moves (default: dry run)")
+
+    def planned_columns(self, parsed_args: argparse.Namespace) -> Sequence[str]:
+        return ACTION_COLUMNS
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
         args = parsed_args
@@ -226,7 +235,7 @@ class MigrateDisk(base.Lister):
                   + (" (dry run: --apply writes them)"
                      if the_plan.moves or the_plan.to_close else ""),
                   file=sys.stderr)
-            return ("action", "what"), rows
+            return ACTION_COLUMNS, rows
         result = diskmigration.apply(client, the_plan)
         rows += [("moved", m.describe()) for m in result.moved]
         rows += [("closed", f"compute node {n.name} DISK_GB")
@@ -237,7 +246,7 @@ class MigrateDisk(base.Lister):
               file=sys.stderr)
         if result.failed:
             self.exit_code = common.FINDINGS
-        return ("action", "what"), rows
+        return ACTION_COLUMNS, rows
 
 
 def read_file(name: str | None, flag: str) -> str | None:

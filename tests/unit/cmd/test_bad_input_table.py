@@ -141,7 +141,10 @@ def web(folder):
     handler = functools.partial(Quiet, directory=str(folder))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"127.0.0.1:{server.server_address[1]}"
+    web = f"127.0.0.1:{server.server_address[1]}"
+    (folder / "not-keystone.conf").write_text(
+        FILES["keystone-down.conf"].replace("127.0.0.1:9", web))
+    yield web
     server.shutdown()
 
 
@@ -183,8 +186,10 @@ TABLE = [
     (S + ["--scenario", "bug-1790204", "--plot", "{d}/p.png"], 2,
      "--plot: the bug-1790204 scenario is one resize"),
     (S + ["-f", "xml"], 2, "-f/--format: invalid choice: 'xml'"),
-    (S + ["--scenario", "bug-1790204", "-c", "nonesuch"], 2,
-     "-c nonesuch: no such column; the columns are: scenario, measure"),
+    (S + ["-c", "nonesuch"], 2,
+     "-c nonesuch: no such column; the columns are: scenario, measure, stock, ours"),
+    (S + ["--strategy", "stock", "-c", "ours"], 2,
+     "-c ours: no such column; the columns are: scenario, measure, stock"),
     (S + ["--progress=maybe"], 2, "--progress/--no-progress: ignored explicit argument 'maybe'"),
     (S + ["--nonsense"], 2, "unrecognized arguments: --nonsense"),
     (S + ["extra"], 2, "unrecognized arguments: extra"),
@@ -242,8 +247,14 @@ TABLE = [
      "--nested: not allowed with argument --scale-out"),
     (B + ["--json", "/missing/dir/x.json"], 2, "--json: /missing/dir/x.json: directory"),
     (B + ["-f", "html"], 2, "-f/--format: invalid choice: 'html'"),
-    (B + ["--repeat", "1", "--baseline-requests", "1", "-c", "nonesuch"], 2,
+    (B + ["-c", "nonesuch"], 2,
      "-c nonesuch: no such column; the columns are: providers"),
+    (["bench", "--nested", "10", "-c", "select median ms"], 2,
+     "-c select median ms: no such column; the columns are: compute nodes"),
+    (A + ["--placement-url", DOWN, "-c", "nonesuch"], 2,
+     "-c nonesuch: no such column; the columns are: kind, subject, detail, state"),
+    (SY + ["{d}/report-ok.json", "--placement-url", DOWN, "-c", "x"], 2,
+     "-c x: no such column; the columns are: action, what"),
     # audit: where placement is
     (A, 2, "nothing says where placement is"),
     (A + ["--placement-url", "not-a-url"], 2,
@@ -284,6 +295,8 @@ TABLE = [
      "auth_type = nonesuch: no such keystoneauth plugin"),
     (A + ["--config-file", "{d}/keystone-down.conf", "--no-nova"], 3,
      "[placement]: keystone could not be reached: connection refused"),
+    (A + ["--config-file", "{d}/not-keystone.conf", "--no-nova"], 2,
+     "[placement]: keystone answered: "),
     (A + ["--config-file", "{d}/endpoint-down.conf", "--no-nova"], 3,
      "placement unreachable: connection refused"),
     (A + ["--config-file", "{d}/timeout.conf", "--no-nova"], 2,
@@ -395,6 +408,9 @@ TABLE = [
     (["storage"], 2, "'storage' is not a sub-command"),
     ([], 2, None),
     (["--bogus-global"], 2, "'--bogus-global' is not a sub-command"),
+    (["--log-file", "/missing/dir/log"] + S, 2,
+     "--log-file: /missing/dir/log: directory /missing/dir does not exist"),
+    (S + ["-v", "-q"], 2, "-q/--quiet: not allowed with argument -v/--verbose"),
 ]
 
 
@@ -409,7 +425,8 @@ def rows():
     out = os.environ.get("BAD_INPUT_TABLE")
     if out:
         with open(out, "w") as f:
-            f.write(f"{len(found)} bad inputs\n")
+            f.write(f"{len(found)} bad inputs, 0 tracebacks ({{d}}: the "
+                    "test's folder of bad files)\n")
             for argv, code, line in found:
                 f.write(f"rc={code}  scheduler-ext {' '.join(argv)}\n    {line}\n")
 
@@ -428,14 +445,15 @@ def test_bad_input(argv, code, needle, folder, web, rows, capsys, monkeypatch):
     out, err = capsys.readouterr()
     assert "Traceback" not in err and "placement.undefined_code" not in err, err
     assert got == code, (got, err)
-    if needle is None:              # no sub-command: the help
+    if needle is None:              # no sub-command: the help, on stdout
+        assert "Commands:" in out
+        rows.append((argv, got, "(the help)"))
         return
     lines = err.strip().splitlines()
-    if "-c" not in argv:    # -c is checked on the output: the run's lines come first
-        assert len(lines) == 1, err
-    lines = lines[-1:]
+    assert len(lines) == 1, err
     assert _fill(needle, folder, web) in lines[0], lines[0]
-    rows.append((argv, got, lines[0]))
+    rows.append(([a.replace(str(folder), "{d}") for a in argv], got,
+                 lines[0].replace(str(folder), "{d}")))
 
 
 def test_the_table_is_long_enough():

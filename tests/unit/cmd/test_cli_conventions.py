@@ -121,7 +121,7 @@ def test_interrupted_bench_keeps_the_sizes_it_finished(capsys, tmp_path, monkeyp
 
 def _command(*argv):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return [sys.executable, "-m", "scheduler_ext.cmd.main", *argv], env
+    return [sys.executable, "-m", "scheduler_ext.cmd.entry", *argv], env
 
 
 def test_a_closed_stdout_is_silent(tmp_path):
