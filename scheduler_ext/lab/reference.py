@@ -280,18 +280,18 @@ class Reference:
                 if include_sharing_roots or SHARING not in self.by_uuid[a].traits]
 
     def claimed(self, root: str, cands: list) -> tuple:
-        """The candidate a scheduler claims at ``root``: each class from the
-        root itself where it can supply it, else from the sharing provider
-        with the most free units, then the smallest uuid (class by class,
-        in the request's order). Where the root has the class, that is the
-        compute node's own free units: what nova's HostState (and so its
-        weighers) reads; placement's candidate order (by uuid) would often
+        """The candidate a scheduler claims at ``root`` (as the engine
+        picks it): each class from the root's own tree where it can supply
+        it, else from a sharing provider; among those, the most free units,
+        then the smallest uuid (class by class). A host with its own disk is
+        so weighed by that disk, the compute node's free disk that nova's
+        DiskWeigher reads; placement's first candidate (by uuid) would often
         take a shared pool instead."""
         def rank(cand: tuple) -> tuple:
             key = []
             for (u, rc), _ in sorted(cand[0], key=lambda t: t[0][1]):
                 p = self.by_uuid[u]
-                key.append((u != root, self.used(p, rc) - self.capacity(p, rc), u))
+                key.append((p.root != root, self.used(p, rc) - self.capacity(p, rc), u))
             return tuple(key)
         return min(cands, key=rank)
 
