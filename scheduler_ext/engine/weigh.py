@@ -7,10 +7,14 @@ A positive multiplier spreads (prefers the most free), a negative one packs.
 
 Here the value of a class is the free units ``floor((total - reserved) *
 ratio) - used`` of the provider that supplies that class in the root's
-chosen allocation (a sharing provider for shared disk), or of the root for
-a class the request does not name. The order is weight descending, then
-provider uuid ascending (deterministic); ``host_subset_size`` > 1 draws the
-first host at random among the best ones, like nova's
+chosen allocation, or of the root for a class the request does not name.
+The chosen allocation takes a class from the host's own tree where it can
+(so a host with its own disk is weighed by it, as nova's DiskWeigher reads
+the compute node's free disk), else from the sharing provider with the
+most free units (a host with only shared disk, or too little of its own,
+is weighed by the pool). The order is weight descending, then provider
+uuid ascending (deterministic); ``host_subset_size`` > 1 draws the first
+host at random among the best ones, like nova's
 ``[filter_scheduler]host_subset_size``.
 """
 

@@ -279,12 +279,29 @@ class Reference:
         return [a for a in self.by_anchor(req, released)
                 if include_sharing_roots or SHARING not in self.by_uuid[a].traits]
 
+    def claimed(self, root: str, cands: list) -> tuple:
+        """The candidate a scheduler claims at ``root`` (as the engine
+        picks it): each class from the root's own tree where it can supply
+        it, else from a sharing provider; among those, the most free units,
+        then the smallest uuid (class by class). A host with its own disk is
+        so weighed by that disk, the compute node's free disk that nova's
+        DiskWeigher reads; placement's first candidate (by uuid) would often
+        take a shared pool instead."""
+        def rank(cand: tuple) -> tuple:
+            key = []
+            for (u, rc), _ in sorted(cand[0], key=lambda t: t[0][1]):
+                p = self.by_uuid[u]
+                key.append((p.root != root, self.used(p, rc) - self.capacity(p, rc), u))
+            return tuple(key)
+        return min(cands, key=rank)
+
     def select(self, req: CandidateRequest, multipliers: Mapping[str, float],
                k: int = 1) -> list[tuple[str, float]]:
-        """Fitting roots weighed nova's way (free units of each class at the
-        provider supplying it in the root's first candidate, or at the root,
-        normalized), best ``k`` by weight then uuid."""
-        fit = [(a, cands[0]) for a, cands in self.by_anchor(req).items()
+        """Fitting roots weighed nova's way: per class the free units at the
+        provider supplying it in the root's ``claimed`` candidate (at the
+        root for a class the request does not name, 0 if it has none),
+        normalized over the roots; best ``k`` by weight then uuid."""
+        fit = [(a, self.claimed(a, cands)) for a, cands in self.by_anchor(req).items()
                if SHARING not in self.by_uuid[a].traits]
         weights = [0.0] * len(fit)
         for rc, mult in multipliers.items():
