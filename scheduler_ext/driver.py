@@ -3,7 +3,8 @@
 ``SchedulerDriver`` loads its candidate source and its move strategy
 through stevedore, by the names in ``[scheduler_ext]``, and answers
 ``select_destinations``: for each instance the claimed Selection, then up
-to ``max_alternates`` alternates. A query the source cannot answer exactly
+to ``max_alternates`` alternates (under nova, ``[scheduler] max_attempts``
+- 1; 2 when the caller gives none). A query the source cannot answer exactly
 (``Unsupported``) goes to the ``placement`` source, loaded by name too,
 when the placement client has the allocation-candidates endpoint.
 """
@@ -111,8 +112,7 @@ class SchedulerDriver:
     def _strategy(self, strategy_cls: Any, source: CandidateSource) -> Any:
         opts = self.conf.scheduler_ext
         return strategy_cls(
-            self.client, source, max_alternates=opts.max_alternates,
-            max_claim_attempts=opts.max_claim_attempts,
+            self.client, source, max_claim_attempts=opts.max_claim_attempts,
             prefer_same_host=opts.prefer_same_host)
 
     def refresh(self) -> None:
@@ -127,8 +127,8 @@ class SchedulerDriver:
                             refreshed: bool = False
                             ) -> list[list[Selection]]:
         """Claim a host per instance; raises NoValidHost (nothing written)
-        or InvalidRequest (nothing written). ``max_alternates`` overrides
-        the configured number for this call; ``ranking`` (nova's host
+        or InvalidRequest (nothing written). ``max_alternates``: alternates
+        per instance (the strategy's default, 2, when None); ``ranking`` (nova's host
         filters and weighers, for instance) filters and orders the
         candidates of this call; ``refreshed``: the caller ran ``refresh``
         after this request arrived (and no other decision since), so the

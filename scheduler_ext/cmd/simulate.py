@@ -73,8 +73,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "matplotlib)")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction,
                         default=None,
-                        help="progress bars on stderr (default: when stderr "
-                             "is a terminal)")
+                        help="progress bars on stderr; needs tqdm, the "
+                             "'progress' extra (default: when stderr is a "
+                             "terminal and tqdm is installed)")
 
 
 def _scenario_file(path: str) -> Any:
@@ -92,6 +93,23 @@ def _scenario_file(path: str) -> Any:
         return scenario_file.load(common.read_text(path, "--scenario"), path)
     except scenario_file.ScenarioError as exc:
         raise common.UsageError(f"--scenario {exc}") from None
+
+
+def _progress(asked: bool | None) -> bool:
+    """Whether to draw progress bars: as ``--progress``/``--no-progress``
+    say, else when stderr is a terminal; never without tqdm (the
+    ``progress`` extra), and UsageError if ``--progress`` asks for them
+    then (checked before work)."""
+    try:
+        import tqdm  # noqa: F401
+    except ImportError:
+        if asked:
+            raise common.UsageError(
+                "--progress needs tqdm, which is not installed: "
+                f"{sys.executable} -m pip install 'scheduler-ext[progress]'"
+                ) from None
+        return False
+    return sys.stderr.isatty() if asked is None else asked
 
 
 class _Bars:
@@ -140,7 +158,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, dict[str, Tally]], dict[str
     scenario_file = None if args.scenario in NAMED else _scenario_file(args.scenario)
     _check_outputs(args)
     strategies = _strategies(args)
-    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    progress = _progress(args.progress)
     report: dict[str, Any] = {"parameters": {
         k: getattr(args, k) for k in ("scenario", "strategy", "hosts", "sharing",
                                       "steps", "seed", "full_check_every", "jobs")},

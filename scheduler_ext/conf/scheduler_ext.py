@@ -8,19 +8,11 @@ GROUP = "scheduler_ext"
 
 OPTS = [
     cfg.StrOpt(
-        "placement_backend", default="http", choices=[
-            ("http", "a placement service, reached with the [placement] "
-                     "options (what a nova deployment uses)"),
-            ("embedded", "an in-memory placement inside this process "
-                         "(simulations and tests only: it is lost on exit)")],
-        help="Where allocations are read and written."),
-    cfg.StrOpt(
         "driver", default="default",
         help="Name of the scheduler driver in the 'scheduler_ext.driver' "
              "entry-point namespace, loaded by the scheduler-ext nova "
              "scheduler service (scheduler-ext-nova-scheduler, nova 23 and "
-             "later) and by the 'scheduler_ext' driver of nova 22 and "
-             "earlier. It is built with (placement client, configuration) "
+             "later). It is built with (placement client, configuration) "
              "and answers select_destinations(ScheduleRequest). 'default' "
              "is scheduler-ext's driver: the engine and move strategy "
              "below, behind nova's request filters, host filters and "
@@ -134,14 +126,6 @@ OPTS = [
              "elsewhere; it also concentrates growth on hosts that already "
              "run the server. False leaves the choice to the weighers. Only "
              "used when the request allows the same host."),
-    cfg.IntOpt(
-        "max_alternates", default=2, min=0, max=100,
-        help="Alternate hosts returned with each selection (after the "
-             "claimed one), for nova's conductor to claim if the build or "
-             "resize fails there. nova's default [scheduler]max_attempts=3 "
-             "matches 2. An alternate is only offered if its allocation "
-             "request can be claimed in the state the conductor will claim "
-             "it in (the old allocations still held by the migration)."),
     cfg.IntOpt(
         "max_claim_attempts", default=3, min=1, max=100,
         help="How many candidates the driver tries to claim, best first, "

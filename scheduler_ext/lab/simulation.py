@@ -28,7 +28,8 @@ from scheduler_ext.lab import fleet, invariants
 from scheduler_ext.lab.nova_model import NovaModel
 from scheduler_ext.lab.tally import IndexedSet, Tally
 from scheduler_ext.moves.reconcile import Reconciler
-from scheduler_ext.placement import EmbeddedPlacement, Inventory, PlacementClient
+from scheduler_ext.placement import Inventory, PlacementClient
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.placement.client import ChangeFeed
 from scheduler_ext.sources.changes import FeedChanges
 from scheduler_ext.sources.fleet_view import FleetView

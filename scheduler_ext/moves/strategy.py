@@ -84,7 +84,7 @@ class SameHostMoveStrategy:
                ranking: Ranking | None = None) -> list[list[Selection]]:
         """Claim a host for every instance of the request; returns, per
         instance, the claimed Selection then up to ``max_alternates``
-        alternates (default: the configured number). ``ranking``, when
+        alternates (default: ``self.max_alternates``). ``ranking``, when
         given, filters and orders the candidates for this call only.
 
         On NoValidHost for any instance, the boots already claimed for this

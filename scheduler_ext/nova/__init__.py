@@ -32,15 +32,12 @@ Importing this package imports nothing from nova. Its modules:
     Instance states read through nova's objects for the periodic
     reconcile.
 ``service``
-    What the manager and the driver share (options, placement client,
+    What the manager runs beside nova's code (options, placement client,
     the scheduler built as the service starts, the reconcile run).
 ``manager``
     For nova >= 23: a ``SchedulerManager`` subclass, run by the
     ``scheduler-ext-nova-scheduler`` service (``cmd``) in place of
     ``nova-scheduler``.
-``driver``
-    For nova <= 22: the ``nova.scheduler.driver`` entry point
-    ``scheduler_ext`` (``[scheduler] driver = scheduler_ext``).
 ``cmd``
     The console script.
 """

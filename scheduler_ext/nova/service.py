@@ -1,8 +1,7 @@
-"""What the scheduler manager (nova >= 23) and the scheduler driver
-(nova <= 22) share: our options on nova's configuration, the placement
-client over nova's own report client, the ``NovaScheduler`` built as the
-service starts (its fleet view's full read included), and the
-change-driven reconcile loop.
+"""What the scheduler manager runs beside nova's code: our options on
+nova's configuration, the placement client over nova's own report client,
+the ``NovaScheduler`` built as the service starts (its fleet view's full
+read included), and the change-driven reconcile loop.
 
 Everything a request needs is imported when this module is imported, and
 the plugins named by the configuration are loaded when the service is
@@ -49,11 +48,6 @@ def preload(conf=CONF) -> None:
     fallback, move strategy): a bad name fails the service's start, and no
     request imports a module for the first time."""
     opts = conf.scheduler_ext
-    if opts.placement_backend != "http":
-        raise errors.ConfigError(
-            "[scheduler_ext] placement_backend must be 'http' in a nova "
-            "deployment: the embedded placement is for simulations only",
-            option="placement_backend", value=opts.placement_backend)
     se_driver.load_plugin(se_driver.DRIVER_NAMESPACE, opts.driver, "driver")
     se_driver.load_plugin(se_driver.SOURCE_NAMESPACE, opts.engine, "engine")
     se_driver.load_plugin(se_driver.SOURCE_NAMESPACE,

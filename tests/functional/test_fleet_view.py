@@ -122,7 +122,7 @@ def test_concurrent_writers_view_conservative_then_exact(placement, client, sour
     hosts = [add_host(client, f"fv-{i}", HOST) for i in range(6)]
     conf = se_driver.make_conf(
         snapshot_source=source, placement_database_connection=db,
-        reread_interval=3600.0, max_claim_attempts=6, max_alternates=0)
+        reread_interval=3600.0, max_claim_attempts=6)
     drv = se_driver.SchedulerDriver(client, conf)
     view: FleetView = drv.source.view
     writers = Writers(url, hosts)
@@ -132,7 +132,7 @@ def test_concurrent_writers_view_conservative_then_exact(placement, client, sour
         req = ScheduleRequest((str(uuid.UUID(int=900 + n)),),
                               CandidateRequest({"VCPU": 1}), "p", "u")
         try:
-            drv.select_destinations(req)
+            drv.select_destinations(req, max_alternates=0)
             booted += 1
         except errors.NoValidHost:
             refused += 1
@@ -195,7 +195,7 @@ def test_claim_refused_after_a_racing_write_is_counted_and_recovered(
     hosts = [add_host(client, f"race-{i}", small) for i in range(3)]
     conf = se_driver.make_conf(
         snapshot_source=source, placement_database_connection=placement[1],
-        reread_interval=3600.0, max_alternates=0)
+        reread_interval=3600.0)
     drv = se_driver.SchedulerDriver(client, conf)
     polled = drv.source.refresh
     raced: list[str] = []
@@ -210,17 +210,17 @@ def test_claim_refused_after_a_racing_write_is_counted_and_recovered(
 
     drv.source.refresh = refresh_then_race
     first = drv.select_destinations(ScheduleRequest(
-        (str(uuid.UUID(int=1)),), CandidateRequest({"VCPU": 1}), "p", "u"))
+        (str(uuid.UUID(int=1)),), CandidateRequest({"VCPU": 1}), "p", "u"), max_alternates=0)
     assert drv.strategy.stats["conflicts"] == 1
     assert first[0][0].root != raced[0]
     assert drv.source.view.index.usage(raced[0])["VCPU"] == 2
     for n in range(2, 5):   # the other hosts' 3 remaining VCPUs, no retry
         drv.select_destinations(ScheduleRequest(
-            (str(uuid.UUID(int=n)),), CandidateRequest({"VCPU": 1}), "p", "u"))
+            (str(uuid.UUID(int=n)),), CandidateRequest({"VCPU": 1}), "p", "u"), max_alternates=0)
     assert drv.strategy.stats["conflicts"] == 1
     with pytest.raises(errors.NoValidHost):
         drv.select_destinations(ScheduleRequest(
-            (str(uuid.UUID(int=5)),), CandidateRequest({"VCPU": 1}), "p", "u"))
+            (str(uuid.UUID(int=5)),), CandidateRequest({"VCPU": 1}), "p", "u"), max_alternates=0)
     assert drv.strategy.stats["conflicts"] == 1
 
 
@@ -236,18 +236,17 @@ def test_hidden_decrease_never_gives_no_valid_host(placement, client):
     for consumer, host in zip(filler, hosts):
         client.put_allocations(consumer, AllocationWrite(
             {host: {"VCPU": 2}}, "other", "other", None))
-    conf = se_driver.make_conf(snapshot_source="api", reread_interval=3600.0,
-                               max_alternates=0)
+    conf = se_driver.make_conf(snapshot_source="api", reread_interval=3600.0)
     drv = se_driver.SchedulerDriver(client, conf)
     view: FleetView = drv.source.view
     request = ScheduleRequest((str(uuid.UUID(int=7)),),
                               CandidateRequest({"VCPU": 1}), "p", "u")
     with pytest.raises(errors.NoValidHost):
-        drv.select_destinations(request)
+        drv.select_destinations(request, max_alternates=0)
     client.delete_allocations(filler[1])
     view.refresh()
     assert view.index.usage(hosts[1])["VCPU"] == 2     # still counted
-    chosen = drv.select_destinations(request)[0][0]
+    chosen = drv.select_destinations(request, max_alternates=0)[0][0]
     assert chosen.root == hosts[1]
     assert view.stats["rechecks"] == 1    # placement offered nothing the first time
     assert client.get_consumer(str(uuid.UUID(int=7))).allocations == \

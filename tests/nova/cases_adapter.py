@@ -13,8 +13,8 @@ from nova import objects
 from scheduler_ext.nova import migrations
 from scheduler_ext.nova import reconcile as nova_reconcile
 from scheduler_ext.nova import request as nova_request
-from scheduler_ext.placement import (AllocationWrite, EmbeddedPlacement,
-                                     Inventory)
+from scheduler_ext.placement import AllocationWrite, Inventory
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.moves.reconcile import InstanceState, MoveState, Reconciler
 
 objects.register_all()

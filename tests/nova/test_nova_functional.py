@@ -38,8 +38,8 @@ PCI = "tests.nova.cases_pci"
 TARGETS = ["tests.nova.cases_adapter", "tests.nova.cases_ranking",
            "tests.nova.cases_early_reads", "tests.nova.cases_host_reads",
            "tests.nova.cases_scenarios", "tests.nova.cases_audit",
-           "tests.nova.cases_startup", "tests.nova.cases_nova22",
-           "tests.nova.cases_window", "tests.nova.cases_storage", NESTED, PCI]
+           "tests.nova.cases_startup", "tests.nova.cases_window",
+           "tests.nova.cases_storage", NESTED, PCI]
 if os.environ.get("SCHEDULER_EXT_NOVA_MOVES", "1") != "0":
     TARGETS.append(MOVING)
 #: nova's tests for QoS ports and vGPU flavors run by default (11 of the 54,

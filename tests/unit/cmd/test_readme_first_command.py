@@ -1,7 +1,8 @@
 """The README's first command, exactly as written, in a fresh copy of the
 source tree and a fresh virtual environment (pip's cache serves the
 packages): it prints the stock-vs-ours table; ``--json`` writes every
-figure; ``--plot`` without matplotlib exits 2 with one line saying how to
+figure; tqdm (the progress bars' extra) is not installed; ``--plot``
+without matplotlib exits 2 with one line saying how to
 get it, and with the ``plot`` extra installed draws a PNG holding the
 expected series. Takes a minute or two (the installs)."""
 
@@ -45,6 +46,10 @@ def test_readme_first_command_in_a_fresh_venv(tmp_path):
     assert ["bug-1790204", "resize", "0/1", "1/1"] in table   # the bug, then fixed
     assert ["bug-1790204", "invariant violations", "0", "0"] in table
     assert ["random", "invariant violations", "0", "0"] in table
+
+    # the progress bars' tqdm is an extra: a plain install has none
+    done = _sh(tree, ".venv/bin/python -c 'import tqdm'")
+    assert done.returncode == 1 and "No module named 'tqdm'" in done.stderr, done.stderr
 
     done = _sh(tree, ".venv/bin/scheduler-ext simulate --json run.json")
     assert done.returncode == 0, done.stderr[-3000:]

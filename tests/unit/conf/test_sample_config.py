@@ -35,7 +35,7 @@ def test_every_option_has_help_and_is_in_sample():
 def test_defaults_and_overrides():
     conf = make_conf()
     assert conf.scheduler_ext.move_strategy == "same_host"
-    assert conf.scheduler_ext.max_alternates == 2
+    assert conf.scheduler_ext.max_claim_attempts == 3
     conf = make_conf(max_claim_attempts=5, prefer_same_host=True)
     assert conf.scheduler_ext.max_claim_attempts == 5
     assert conf.scheduler_ext.prefer_same_host is True

@@ -6,7 +6,7 @@ import uuid
 import pytest
 
 from scheduler_ext import errors
-from scheduler_ext.placement import EmbeddedPlacement
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.moves.reconcile import Reconciler
 from scheduler_ext.moves.request import MoveContext, ScheduleRequest
 from scheduler_ext.placement.query import CandidateRequest

@@ -6,7 +6,7 @@ import uuid
 
 from scheduler_ext import driver as se_driver
 from scheduler_ext.moves.request import ScheduleRequest
-from scheduler_ext.placement import EmbeddedPlacement
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.placement.query import CandidateRequest
 from tests.unit.helpers import small_host, start
 

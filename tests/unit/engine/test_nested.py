@@ -9,7 +9,8 @@ import pytest
 
 from scheduler_ext import errors
 from scheduler_ext.engine import CapacityIndex
-from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement, Inventory
+from scheduler_ext.placement import AllocationWrite, Inventory
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.placement.query import CandidateRequest, RequestGroup
 
 SHARING = "MISC_SHARES_VIA_AGGREGATE"

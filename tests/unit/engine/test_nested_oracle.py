@@ -11,7 +11,8 @@ import pytest
 from scheduler_ext.engine import CapacityIndex, tree_query
 from scheduler_ext.lab import nested, reference, synthetic
 from scheduler_ext.lab.nested_requests import random_nested_requests
-from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement, Inventory
+from scheduler_ext.placement import AllocationWrite, Inventory
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 
 
 def as_set(answer):

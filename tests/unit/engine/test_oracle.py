@@ -11,7 +11,8 @@ import pytest
 from scheduler_ext.engine import CapacityIndex
 from scheduler_ext.lab import reference, synthetic
 from scheduler_ext.placement.query import CandidateRequest
-from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement, Inventory
+from scheduler_ext.placement import AllocationWrite, Inventory
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 
 
 def as_set(answer):

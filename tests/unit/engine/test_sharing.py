@@ -14,7 +14,8 @@ from scheduler_ext import errors
 from scheduler_ext.engine import CapacityIndex
 from scheduler_ext.lab import synthetic
 from scheduler_ext.placement.query import CandidateRequest
-from scheduler_ext.placement import EmbeddedPlacement, Inventory
+from scheduler_ext.placement import Inventory
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 
 T1, T2, T3 = synthetic.CUSTOM_TRAITS
 FLAVOR = {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 10}

@@ -8,7 +8,8 @@ import pytest
 from scheduler_ext import errors
 from scheduler_ext.engine import CapacityIndex
 from scheduler_ext.placement.query import CandidateRequest
-from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement, Inventory
+from scheduler_ext.placement import AllocationWrite, Inventory
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 
 AGG = "8592a199-7d73-4465-8df6-ab00a6243c82"
 SHARES = "MISC_SHARES_VIA_AGGREGATE"

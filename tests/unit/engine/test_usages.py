@@ -6,7 +6,8 @@ import uuid
 from scheduler_ext.lab import fleet
 from scheduler_ext.engine import CapacityIndex, bulk
 from scheduler_ext.placement.query import CandidateRequest
-from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement
+from scheduler_ext.placement import AllocationWrite
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 
 
 def _rows(client):

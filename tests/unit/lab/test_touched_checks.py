@@ -11,7 +11,8 @@ gives. A clean run reports nothing from either."""
 import pytest
 
 from scheduler_ext.lab import invariants, simulation
-from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement, allocations
+from scheduler_ext.placement import AllocationWrite, allocations
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 
 
 class LyingPlacement(EmbeddedPlacement):

@@ -9,7 +9,8 @@ import pytest
 from scheduler_ext.lab import invariants
 from scheduler_ext.lab.fleet import add_host
 from scheduler_ext.lab.nova_model import Server
-from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement, Inventory
+from scheduler_ext.placement import AllocationWrite, Inventory
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.moves.reconcile import Reconciler
 from tests.unit.helpers import (FLAVOR1, FLAVOR2, shared_storage, small_host,
                               start, usage)

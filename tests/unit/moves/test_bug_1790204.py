@@ -16,7 +16,7 @@ from tests.unit.helpers import FLAVOR1, FLAVOR2, MAX12, dump, small_host, start,
 
 @pytest.fixture
 def client():
-    from scheduler_ext.placement import EmbeddedPlacement
+    from scheduler_ext.placement.embedded import EmbeddedPlacement
     return EmbeddedPlacement()
 
 

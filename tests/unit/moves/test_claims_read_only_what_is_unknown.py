@@ -16,7 +16,8 @@ import pytest
 from scheduler_ext import errors
 from scheduler_ext.lab import invariants
 from scheduler_ext.moves.request import MoveContext, ScheduleRequest
-from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement
+from scheduler_ext.placement import AllocationWrite
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.placement.query import CandidateRequest
 from tests.unit.helpers import small_host, start
 

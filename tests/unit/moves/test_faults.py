@@ -14,7 +14,7 @@ import pytest
 
 from scheduler_ext import errors
 from scheduler_ext.lab import invariants
-from scheduler_ext.placement import EmbeddedPlacement
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.moves.reconcile import Reconciler
 from tests.unit.helpers import dump, shared_storage, small_host, start
 

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from scheduler_ext import errors
 from scheduler_ext.lab import fleet, invariants
-from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement
+from scheduler_ext.placement import AllocationWrite
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.moves.reconcile import Reconciler
 from tests.unit.helpers import start, uuid_factory
 

@@ -31,7 +31,8 @@ from scheduler_ext.lab.fleet import SHARING_TRAIT, add_host
 from scheduler_ext.lab.nova_model import NovaModel
 from scheduler_ext.moves.reconcile import Reconciler
 from scheduler_ext.moves.strategy import SameHostMoveStrategy
-from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement, Inventory
+from scheduler_ext.placement import AllocationWrite, Inventory
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.sources.engine import EngineCandidateSource
 from tests.unit.helpers import uuid_factory
 

@@ -11,7 +11,8 @@ import pytest
 from scheduler_ext import errors
 from scheduler_ext.moves import tracker as tr
 from scheduler_ext.moves.reconcile import InstanceState, MoveState, Reconciler
-from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement
+from scheduler_ext.placement import AllocationWrite
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 from tests.unit.helpers import small_host
 
 OLD = {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 100}

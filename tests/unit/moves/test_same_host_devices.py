@@ -20,8 +20,8 @@ from scheduler_ext.lab import invariants
 from scheduler_ext.lab.fleet import add_host
 from scheduler_ext.lab.nova_model import Server
 from scheduler_ext.moves.reconcile import Reconciler
-from scheduler_ext.placement import (WHOLE_DEVICE_TRAIT, AllocationWrite,
-                                     EmbeddedPlacement, Inventory)
+from scheduler_ext.placement import WHOLE_DEVICE_TRAIT, AllocationWrite, Inventory
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.placement.query import CandidateRequest, RequestGroup
 from scheduler_ext.sources.placement import PlacementCandidateSource
 from tests.unit.helpers import start

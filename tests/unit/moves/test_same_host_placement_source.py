@@ -22,7 +22,8 @@ from scheduler_ext.lab.fleet import SHARING_TRAIT, add_host
 from scheduler_ext.lab.nova_model import Server
 from scheduler_ext.moves.reconcile import Reconciler
 from scheduler_ext.moves.request import MoveContext, ScheduleRequest
-from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement, Inventory
+from scheduler_ext.placement import AllocationWrite, Inventory
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.placement.query import CandidateRequest
 from tests.unit.helpers import start
 from tests.unit.sources.test_placement_source import PlacementWithCandidates

@@ -11,7 +11,8 @@ from scheduler_ext.lab import invariants
 from scheduler_ext.lab.fleet import SHARING_TRAIT, add_host
 from scheduler_ext.lab.nova_model import Server
 from scheduler_ext.moves.reconcile import Reconciler
-from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement, Inventory
+from scheduler_ext.placement import AllocationWrite, Inventory
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 from tests.unit.helpers import start
 
 AGG = str(uuid.UUID(int=77))

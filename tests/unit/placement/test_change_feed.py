@@ -5,7 +5,8 @@ import pytest
 
 from scheduler_ext import driver as se_driver
 from scheduler_ext import errors
-from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement, Inventory
+from scheduler_ext.placement import AllocationWrite, Inventory
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.placement.change_log import ChangeLog
 from scheduler_ext.placement.client import ChangeFeed
 from scheduler_ext.sources.fleet_view import FleetView

@@ -8,8 +8,8 @@ import pytest
 from scheduler_ext import driver as se_driver
 from scheduler_ext import errors
 from scheduler_ext.lab.fleet import SHARING_TRAIT, add_host
-from scheduler_ext.placement import (AllocationWrite, EmbeddedPlacement,
-                                     Inventory, allocations)
+from scheduler_ext.placement import AllocationWrite, Inventory, allocations
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.sources.engine import EngineCandidateSource
 from scheduler_ext.moves.request import ScheduleRequest
 from scheduler_ext.placement.query import CandidateRequest

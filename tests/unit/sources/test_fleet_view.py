@@ -12,7 +12,8 @@ import pytest
 from scheduler_ext import driver as se_driver
 from scheduler_ext import errors
 from scheduler_ext.engine.index import CapacityIndex
-from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement, Inventory
+from scheduler_ext.placement import AllocationWrite, Inventory
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.placement.model import FleetSnapshot, Provider, ProviderRecord
 from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.sources import fleet_view

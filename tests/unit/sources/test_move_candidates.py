@@ -18,7 +18,8 @@ from scheduler_ext.engine.weigh import top_k
 from scheduler_ext.lab import nested, reference, synthetic
 from scheduler_ext.lab.bench_engine import flavor_requests
 from scheduler_ext.lab.nested_requests import random_nested_requests
-from scheduler_ext.placement import DEVICE_CLASSES, EmbeddedPlacement
+from scheduler_ext.placement import DEVICE_CLASSES
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.sources import engine as engine_source
 from scheduler_ext.sources.picked import picked_candidates
 

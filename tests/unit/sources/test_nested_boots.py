@@ -9,7 +9,8 @@ import pytest
 
 from scheduler_ext import errors
 from scheduler_ext.moves.request import ScheduleRequest
-from scheduler_ext.placement import EmbeddedPlacement, Inventory
+from scheduler_ext.placement import Inventory
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.placement.query import CandidateRequest, RequestGroup
 from tests.unit.helpers import start
 

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from scheduler_ext import driver as se_driver
 from scheduler_ext import errors
 from scheduler_ext.lab.fleet import SHARING_TRAIT, add_host
-from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement, Inventory
+from scheduler_ext.placement import AllocationWrite, Inventory
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.placement.query import CandidateRequest, RequestGroup
 from scheduler_ext.sources.engine import EngineCandidateSource
 from scheduler_ext.sources.placement import PlacementCandidateSource

@@ -7,7 +7,8 @@ import uuid
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.lab.fleet import add_host
 from scheduler_ext.moves.request import MoveContext, ScheduleRequest
-from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement, Inventory
+from scheduler_ext.placement import AllocationWrite, Inventory
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.placement.query import CandidateRequest
 from tests.unit.helpers import start
 

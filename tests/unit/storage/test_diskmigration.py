@@ -8,7 +8,8 @@ import uuid
 import pytest
 
 from scheduler_ext import errors
-from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement, Inventory
+from scheduler_ext.placement import AllocationWrite, Inventory
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.storage import diskmigration, sync, topology
 from tests.unit.storage.reports import shared
 from tests.unit.storage.test_sync import Counting

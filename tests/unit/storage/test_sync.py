@@ -5,7 +5,8 @@ import uuid
 
 import pytest
 
-from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement, Inventory
+from scheduler_ext.placement import AllocationWrite, Inventory
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.placement.model import SHARING_TRAIT
 from scheduler_ext.storage import fleet, sync, topology
 from scheduler_ext.storage.errors import ReportError, SyncRefused

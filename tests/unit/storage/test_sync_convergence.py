@@ -10,7 +10,8 @@ import uuid
 import pytest
 
 from scheduler_ext import errors
-from scheduler_ext.placement import AllocationWrite, EmbeddedPlacement
+from scheduler_ext.placement import AllocationWrite
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.storage import sync, topology
 from scheduler_ext.storage.report import HostReport
 from tests.unit.storage.reports import GPFS, GPFS_FS, NFS, shared, three_hosts
