@@ -9,7 +9,8 @@ from typing import Any, Iterable
 from scheduler_ext import errors
 from scheduler_ext.cmd import common
 from scheduler_ext.lab import invariants
-from scheduler_ext.moves.reconcile import InstanceState, Reconciler, Uncertain
+from scheduler_ext.moves.placing import Uncertain
+from scheduler_ext.moves.reconcile import InstanceState, Reconciler
 from scheduler_ext.placement import AllocationWrite, PlacementClient, allocations
 
 

@@ -18,8 +18,9 @@ A reconcile changes only what it can derive:
   instance, never dropped;
 * what cannot be placed with certainty (a class held differently by two
   consumers, a flavor class spread over providers in other amounts, a
-  missing class two providers could serve) is reported (``Uncertain``, a
-  Fix with its error) and nothing is written.
+  missing class two providers could serve) is reported
+  (``moves.placing.Uncertain``, a Fix with its error) and nothing is
+  written.
 
 Targets:
 
@@ -50,12 +51,13 @@ again after placement's read, so a move that started meanwhile is not
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping
 
 from oslo_log import log as logging
 
 from scheduler_ext import errors
-from scheduler_ext.placement import (SHARING_TRAIT, AllocationWrite, Allocations,
+from scheduler_ext.moves.placing import Placer
+from scheduler_ext.placement import (AllocationWrite, Allocations,
                                      ConsumerAllocations, PlacementClient,
                                      allocations)
 
@@ -97,12 +99,6 @@ class Fix:
     writes: Mapping[str, AllocationWrite]
     applied: bool = False
     error: str | None = None
-
-
-
-class Uncertain(errors.SchedulerExtError):
-    """A class of the instance cannot be placed with certainty (module
-    docstring): the instance is reported and nothing is written."""
 
 
 #: ``recheck(state)``: nova's state of the instance is still ``state``
@@ -172,7 +168,8 @@ class Reconciler:
         migs = {m.migration_uuid: self.client.get_consumer(m.migration_uuid)
                 for m in inst.moves}
         active = [m for m in inst.moves if m.in_progress]
-        plan = _Plan(inst, held, migs)
+        plan = _Plan(inst, held, migs,
+                     Placer(self.client, managed_classes(inst)))
         if not active:
             self._settled(plan)
         elif active[-1].source == active[-1].dest:
@@ -190,9 +187,10 @@ class Reconciler:
         # where the flavor sits: the instance's providers, else those of a
         # migration left holding it (a conductor that died mid-move)
         left = [m.allocations for m in plan.migs.values()]
+        placer = plan.placer
         want = allocations.merge_missing(
-            self._place(inst.resources, inst.host, held.allocations, left),
-            self._kept(plan, inst.host, [held.allocations, *left]))
+            placer.flavor(inst.resources, inst.host, held.allocations, left),
+            placer.kept(inst.host, [held.allocations, *left]))
         if want != allocations.copy(held.allocations):
             plan.target(inst.uuid, want,
                         f"instance holds {allocations.copy(held.allocations)}, "
@@ -212,13 +210,13 @@ class Reconciler:
                 for rc in set(move.old_resources) | set(move.new_resources)}
         if plan.managed_totals(held.allocations) == need and not mig.allocations:
             return
-        if mig.allocations and not plan.foldable(held.allocations,
-                                                 mig.allocations):
+        if mig.allocations and not plan.placer.foldable(
+                held.allocations, mig.allocations):
             return      # nova's own state, which confirm and revert need
         both = allocations.total(held.allocations, mig.allocations)
         plan.target(plan.inst.uuid, allocations.merge_missing(
-            self._place(need, move.source, both),
-            self._kept(plan, move.source, [held.allocations, mig.allocations])),
+            plan.placer.flavor(need, move.source, both),
+            plan.placer.kept(move.source, [held.allocations, mig.allocations])),
             f"same-host move: instance holds "
             f"{allocations.class_totals(held.allocations)} and migration "
             f"{allocations.class_totals(mig.allocations)}; the instance should "
@@ -238,123 +236,10 @@ class Reconciler:
             have = plan.managed_totals(current.allocations)
             if have != dict(res):
                 plan.target(consumer, allocations.merge_missing(
-                    self._place(res, host, current.allocations),
+                    plan.placer.flavor(res, host, current.allocations),
                     plan.keep(current.allocations)),
                     f"{who} of move {move.migration_uuid} holds {have}, "
                     f"needs {dict(res)}")
-
-    def _place(self, resources: Mapping[str, int], host: str,
-               current: Allocations,
-               fallback: Sequence[Allocations] = ()) -> allocations.AllocationDict:
-        """Where each class of ``resources`` should sit: the provider of
-        ``current`` holding it (the host, a provider of its tree or one
-        sharing with it), else the one of the ``fallback`` sets, else
-        ``_provider_for``. Uncertain when the holders are several and hold
-        another total than the one needed (which to trim or grow?)."""
-        out: allocations.AllocationDict = {}
-        for rc, n in resources.items():
-            holders = self._holders(rc, host, [current])
-            if not holders:
-                holders = self._holders(rc, host, fallback)
-            if not holders:
-                holders = {self._provider_for(rc, host): n}
-            if len(holders) > 1 and sum(holders.values()) != n:
-                raise Uncertain(
-                    f"{rc} is held on {len(holders)} providers ({holders}) "
-                    f"and {n} is needed: which to change cannot be derived")
-            if len(holders) == 1:
-                holders = {rp: n for rp in holders}
-            for rp, k in holders.items():
-                out.setdefault(rp, {})[rc] = k
-        return out
-
-    def _holders(self, rc: str, host: str,
-                 sets: Sequence[Allocations]) -> dict[str, int]:
-        """{provider serving ``host``: units of ``rc``} over ``sets``, the
-        largest amount where several sets hold it on one provider."""
-        out: dict[str, int] = {}
-        for allocs in sets:
-            for rp, res in allocs.items():
-                if res.get(rc) and self._serves(rp, host):
-                    out[rp] = max(out.get(rp, 0), res[rc])
-        return out
-
-    def _kept(self, plan: "_Plan", host: str,
-              sets: Sequence[Allocations]) -> allocations.AllocationDict:
-        """The classes no flavor gives, each kept exactly once: per class,
-        the one way the consumers of ``sets`` hold it ({provider: units});
-        when they hold it differently, the one way on providers serving
-        ``host``; else Uncertain."""
-        out: allocations.AllocationDict = {}
-        for rc in sorted(set().union(*map(allocations.classes, sets))
-                         - plan.managed):
-            ways: list[dict[str, int]] = []
-            for allocs in sets:
-                way = {rp: res[rc] for rp, res in allocs.items() if res.get(rc)}
-                if way and way not in ways:
-                    ways.append(way)
-            if len(ways) > 1:
-                ways = [w for w in ways
-                        if all(self._serves(rp, host) for rp in w)]
-            if len(ways) != 1:
-                raise Uncertain(
-                    f"{rc} (a class no flavor gives) is held differently by "
-                    f"the instance and its migrations: which one the server "
-                    f"uses cannot be derived")
-            for rp, k in ways[0].items():
-                out.setdefault(rp, {})[rc] = k
-        return out
-
-    def _serves(self, rp: str, host: str) -> bool:
-        """``rp`` is the host, a provider of its tree (a child: a NUMA
-        node, a NIC, a pGPU), or a sharing provider in one of its
-        aggregates."""
-        if rp == host:
-            return True
-        try:
-            if self.client.get_provider(rp).root_provider_uuid == host:
-                return True
-            _, traits = self.client.get_traits(rp)
-            _, aggs = self.client.get_aggregates(rp)
-        except errors.NotFound:
-            return False
-        return SHARING_TRAIT in traits and bool(
-            aggs & self.client.get_aggregates(host)[1])
-
-    def _provider_for(self, rc: str, host: str) -> str:
-        """The provider of ``rc`` for a server that holds it nowhere: the
-        host if it has inventory of it, else the one provider of its tree
-        that has, else the one sharing provider of its aggregates that
-        has. Uncertain when two could; InvalidRequest when none can."""
-        _, invs = self.client.get_inventories(host)
-        if rc in invs:
-            return host
-        _, aggs = self.client.get_aggregates(host)
-        tree, sharing = [], []
-        for prov in self.client.list_providers():
-            if prov.uuid == host:
-                continue
-            if prov.root_provider_uuid != host:
-                _, traits = self.client.get_traits(prov.uuid)
-                if SHARING_TRAIT not in traits or \
-                        not self.client.get_aggregates(prov.uuid)[1] & aggs:
-                    continue
-            if rc in self.client.get_inventories(prov.uuid)[1]:
-                (tree if prov.root_provider_uuid == host else sharing).append(
-                    prov.uuid)
-        found = tree or sharing
-        if len(found) > 1:
-            raise Uncertain(
-                f"{rc} is held nowhere and {len(found)} providers of host "
-                f"{host} could hold it ({', '.join(sorted(found))}): which "
-                "one the server uses cannot be derived")
-        if not found:
-            raise errors.InvalidRequest(
-                f"no provider of {rc} for host {host}: neither it, a provider "
-                "of its tree nor a sharing provider in its aggregates has "
-                "inventory", field="resource_class", value=rc)
-        return found[0]
-
 
 def managed_classes(inst: InstanceState) -> set[str]:
     """The classes a reconcile may rewrite for ``inst``: those its live
@@ -371,11 +256,12 @@ class _Plan:
     and the consumers they were planned from."""
 
     def __init__(self, inst: InstanceState, held: ConsumerAllocations,
-                 migs: Mapping[str, ConsumerAllocations]):
+                 migs: Mapping[str, ConsumerAllocations], placer: Placer):
         self.inst, self.held, self.migs = inst, held, migs
+        self.placer = placer
+        self.managed = placer.managed
         self.targets: dict[str, dict[str, dict[str, int]]] = {}
         self.reasons: list[str] = []
-        self.managed = managed_classes(inst)
 
     def target(self, consumer: str, allocs: dict[str, dict[str, int]],
                reason: str) -> None:
@@ -390,23 +276,6 @@ class _Plan:
         """Units per flavor-given class."""
         return allocations.class_totals(
             allocations.only_classes(allocs, self.managed))
-
-    def foldable(self, a: Allocations, b: Allocations) -> bool:
-        """A fold of ``a`` and ``b`` into one consumer forgets nothing
-        confirm or revert needs: each flavor class both hold sits on one
-        provider, the same in both (the live flavor then says how much),
-        and each other class is held alike by both (nothing derives which
-        flavor a class held by one of them belongs to)."""
-        for rc in allocations.classes(a) | allocations.classes(b):
-            ways = [{rp: res[rc] for rp, res in allocs.items() if res.get(rc)}
-                    for allocs in (a, b)]
-            if rc not in self.managed:
-                if ways[0] != ways[1]:
-                    return False
-            elif all(ways) and (len(ways[0]) != 1
-                                or ways[0].keys() != ways[1].keys()):
-                return False
-        return True
 
     def writes(self) -> dict[str, AllocationWrite]:
         """The one write: each target, and every other consumer read that
@@ -460,6 +329,6 @@ def audit(client: PlacementClient, instances: Iterable[InstanceState]) -> list[F
     return Reconciler(client).run(instances, apply=False)
 
 
-__all__ = ["Fix", "InstanceState", "MoveState", "Reconciler", "Uncertain", "audit",
+__all__ = ["Fix", "InstanceState", "MoveState", "Reconciler", "audit",
            "managed_classes",
            "dump_instances", "load_instances"]
