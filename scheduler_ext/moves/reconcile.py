@@ -296,7 +296,7 @@ class _Plan:
                     allocations.copy(current.allocations),
                     current.project_id or inst.project_id,
                     current.user_id or inst.user_id, current.generation,
-                    current.consumer_type or ctype)
+                    ctype)      # placement reads "unknown" for an untyped one
         return out
 
 
