@@ -10,6 +10,7 @@ from typing import Any, Iterable, Iterator
 from scheduler_ext import errors
 from scheduler_ext.cmd import common
 from scheduler_ext.lab import invariants
+from scheduler_ext.moves.placing import Uncertain
 from scheduler_ext.moves.reconcile import InstanceState, Reconciler
 from scheduler_ext.placement import AllocationWrite, PlacementClient, allocations
 
@@ -158,7 +159,7 @@ def examine(client: PlacementClient, states: Iterable[InstanceState] | None,
     for state in states:
         try:
             fix = reconciler.plan(state)
-        except errors.PlacementError as exc:
+        except (errors.PlacementError, Uncertain) as exc:
             found.unfixable.append(f"instance {state.uuid}: {exc}")
             continue
         if fix is not None:

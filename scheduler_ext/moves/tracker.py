@@ -13,8 +13,13 @@ each instance's outcome to ``finish``:
 
 The watermark moves only past instances fully reconciled: it is the start
 of the last run, or the earliest change of an instance still pending if
-that is older. Time: ``changed_at`` and run starts are datetimes (nova's
+that is older. Time: change times and run starts are datetimes (nova's
 ``updated_at``, UTC); backoffs use ``time.monotonic`` seconds.
+
+A change is its time and its ``mark`` (what changed: the migrations'
+statuses): on MySQL ``updated_at`` is whole seconds, so a confirm in the
+same second as ``finished`` has the same time and only the mark tells it
+from the change already reconciled.
 """
 
 from __future__ import annotations
@@ -37,13 +42,30 @@ FIRST_LOOKBACK = datetime.timedelta(days=1)
 OVERLAP = datetime.timedelta(seconds=30)
 
 
+@dataclasses.dataclass(frozen=True)
+class Change:
+    """A change of an instance's move records: ``where`` to find the
+    instance (nova: its cell), ``when`` (nova's ``updated_at``, whole
+    seconds on MySQL) and ``mark``, what the records said then (equal
+    marks at one time: the same change)."""
+
+    where: Hashable
+    when: datetime.datetime
+    mark: Hashable = None
+
+    def seen_by(self, done: "Change") -> bool:
+        """``done`` (the change last reconciled) already covers this one."""
+        return self.when < done.when or (
+            self.when == done.when and self.mark == done.mark)
+
+
 @dataclasses.dataclass
 class Pending:
     """An instance not reconciled yet. ``where`` is what the caller needs
     to find it again (nova: its cell)."""
 
     where: Hashable
-    changed_at: datetime.datetime
+    change: Change
     attempts: int = 0
     next_at: float = 0.0
 
@@ -59,7 +81,7 @@ class ReconcileTracker:
         self.pending: dict[str, Pending] = {}
         #: instances reconciled, with the change they were reconciled for
         #: (a poll's overlap returns them again: not worked on twice)
-        self.done: dict[str, datetime.datetime] = {}
+        self.done: dict[str, Change] = {}
         self._woken: dict[str, Hashable] = {}
         self._lock = threading.Lock()
         self.woken_event = threading.Event()
@@ -77,25 +99,25 @@ class ReconcileTracker:
             self._woken[instance] = where
         self.woken_event.set()
 
-    def work(self, changed: Mapping[str, tuple[Hashable, datetime.datetime]]
-             ) -> dict[str, Hashable]:
-        """The instances to reconcile now: changed ones not in backoff,
-        pending ones whose retry is due, woken ones. ``changed`` maps an
-        instance to (where, when it changed)."""
+    def work(self, changed: Mapping[str, Change]) -> dict[str, Hashable]:
+        """The instances to reconcile now (instance: where): changed ones
+        not in backoff, pending ones whose retry is due, woken ones.
+        ``changed`` maps an instance to its latest Change."""
         now = self.clock()
         with self._lock:
             woken, self._woken = self._woken, {}
             self.woken_event.clear()
         out: dict[str, Hashable] = {}
-        for uuid, (where, when) in changed.items():
+        for uuid, change in changed.items():
             p = self.pending.get(uuid)
-            if p is None and uuid in self.done and when <= self.done[uuid]:
+            if p is None and uuid in self.done and change.seen_by(self.done[uuid]):
                 continue
             if p is None:
-                self.pending[uuid] = Pending(where, when)
-                out[uuid] = where
-            elif when > p.changed_at or p.next_at <= now:
-                out[uuid] = where
+                self.pending[uuid] = Pending(change.where, change)
+                out[uuid] = change.where
+            elif not change.seen_by(p.change) or p.next_at <= now:
+                p.change = change
+                out[uuid] = change.where
         for uuid, p in self.pending.items():
             if p.next_at <= now:
                 out.setdefault(uuid, p.where)
@@ -106,26 +128,29 @@ class ReconcileTracker:
 
     def finish(self, started: datetime.datetime,
                outcomes: Mapping[str, str], where: Mapping[str, Hashable],
-               changed_at: Callable[[str], datetime.datetime]) -> None:
+               changed: Mapping[str, Change]) -> None:
         """Record a run's outcomes and move the watermark (module
-        docstring). ``changed_at(uuid)`` is used for instances that were
-        not pending yet (woken ones)."""
+        docstring). ``changed`` is what the run's poll returned; an
+        instance not in it nor pending (woken) counts as changed at
+        ``started``."""
         now = self.clock()
         for uuid, outcome in outcomes.items():
+            p = self.pending.get(uuid)
+            change = p.change if p else changed.get(
+                uuid, Change(where.get(uuid), started))
             if outcome == DONE:
-                p = self.pending.pop(uuid, None)
-                self.done[uuid] = p.changed_at if p else changed_at(uuid)
+                self.pending.pop(uuid, None)
+                self.done[uuid] = change
                 continue
-            p = self.pending.setdefault(uuid, Pending(where.get(uuid),
-                                                      changed_at(uuid)))
+            p = self.pending.setdefault(uuid, Pending(where.get(uuid), change))
             p.attempts += 1
             p.next_at = now + min(MAX_BACKOFF,
                                   BASE_BACKOFF * 2 ** (p.attempts - 1))
-        oldest = min((p.changed_at for p in self.pending.values()),
+        oldest = min((p.change.when for p in self.pending.values()),
                      default=started)
         self.watermark = min(started, oldest)
         horizon = self.watermark - OVERLAP
-        self.done = {u: w for u, w in self.done.items() if w >= horizon}
+        self.done = {u: c for u, c in self.done.items() if c.when >= horizon}
 
     def retrying(self) -> Iterable[tuple[str, Pending]]:
         """(instance, its Pending) of every instance awaiting a retry."""

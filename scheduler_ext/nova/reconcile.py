@@ -196,11 +196,15 @@ def _move_states(cctxt, inst, migrations: list) -> list[MoveState] | None:
 
 
 def changed_instances(context, since: datetime.datetime
-                      ) -> dict[str, tuple[Hashable, datetime.datetime]]:
-    """{instance uuid: (cell uuid, latest change)} of the instances whose
-    resize or cold-migration records changed since ``since``, across every
-    cell (one query per cell on the migrations' ``updated_at``)."""
-    out: dict[str, tuple[Hashable, datetime.datetime]] = {}
+                      ) -> dict[str, tr.Change]:
+    """{instance uuid: its latest Change} of the instances whose resize or
+    cold-migration records changed since ``since``, across every cell (one
+    query per cell on the migrations' ``updated_at``). The Change's
+    ``where`` is the cell's uuid, its ``mark`` the uuid and status of each
+    of the instance's migrations changed at that time (``updated_at`` is
+    whole seconds on MySQL: a confirm in the same second as ``finished``
+    differs by its status only)."""
+    latest: dict[str, tuple[Hashable, datetime.datetime, set]] = {}
     for cell in objects.CellMappingList.get_all(context):
         if cell.is_cell0():
             continue
@@ -210,10 +214,13 @@ def changed_instances(context, since: datetime.datetime
                 if m.migration_type not in MOVE_TYPES:
                     continue
                 when = _naive(m.updated_at or m.created_at)
-                seen = out.get(m.instance_uuid)
+                seen = latest.get(m.instance_uuid)
                 if seen is None or when > seen[1]:
-                    out[m.instance_uuid] = (cell.uuid, when)
-    return out
+                    latest[m.instance_uuid] = seen = (cell.uuid, when, set())
+                if when == seen[1]:
+                    seen[2].add((m.uuid, m.status))
+    return {uuid: tr.Change(where, when, tuple(sorted(mark)))
+            for uuid, (where, when, mark) in latest.items()}
 
 
 def _naive(when: datetime.datetime) -> datetime.datetime:
@@ -230,24 +237,36 @@ def _cell_of(context, instance_uuid: str, where: Hashable):
 def reconcile_instance(context, reconciler: Reconciler, instance_uuid: str,
                        where: Hashable) -> str:
     """Reconcile one instance; its outcome (``tracker.DONE`` or
-    ``tracker.RETRY``). Never raises: any failure is logged and retried."""
+    ``tracker.RETRY``). nova's state is read, then placement's, then
+    nova's again before writing: a move that started meanwhile makes it
+    a retry. Never raises: any failure is logged and retried."""
     try:
         cell = _cell_of(context, instance_uuid, where)
         with nova_context.target_cell(context, cell) as cctxt:
             state = instance_state(cctxt, instance_uuid)
+            if state is None:
+                return tr.DONE
+            fix = reconciler.reconcile_one(
+                state, apply=True,
+                recheck=lambda planned: _still(cctxt, planned))
     except Busy as why:
         LOG.debug("reconcile of instance %s later: %s", instance_uuid, why)
         return tr.RETRY
     except exception.InstanceMappingNotFound:
         return tr.DONE
     except Exception:
-        LOG.exception("reconcile of instance %s: reading nova's records "
-                      "failed; retrying later", instance_uuid)
+        LOG.exception("reconcile of instance %s failed; retrying later",
+                      instance_uuid)
         return tr.RETRY
-    if state is None:
-        return tr.DONE
-    fix = reconciler.reconcile_one(state, apply=True)
     return tr.DONE if fix is None or fix.applied else tr.RETRY
+
+
+def _still(cctxt, planned: InstanceState) -> bool:
+    """nova's state of the instance is still ``planned`` (read again)."""
+    try:
+        return instance_state(cctxt, planned.uuid) == planned
+    except Busy:
+        return False
 
 
 def run(context, reconciler: Reconciler, tracker: tr.ReconcileTracker
@@ -259,8 +278,7 @@ def run(context, reconciler: Reconciler, tracker: tr.ReconcileTracker
     work = tracker.work(changed)
     outcomes = {uuid: reconcile_instance(context, reconciler, uuid, where)
                 for uuid, where in work.items()}
-    tracker.finish(started, outcomes, work,
-                   lambda uuid: changed.get(uuid, (None, started))[1])
+    tracker.finish(started, outcomes, work, changed)
     retry = [u for u, o in outcomes.items() if o == tr.RETRY]
     if retry:
         LOG.info("reconcile: %d of %d instances to retry: %s", len(retry),

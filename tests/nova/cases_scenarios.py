@@ -288,6 +288,84 @@ class SameHostFinishResizeFailure(_TwoHosts):
         self.assertHolds(server["id"], {self.rp1: self.both})
 
 
+class WholeSecondChanges(_TwoHosts):
+    """Issue 33 finding 9: on MySQL nova's ``updated_at`` is a whole-second
+    DATETIME, so a confirm in the same second as ``finished`` gives the
+    migration the same change time. The migration's times are set to one
+    whole second here as MySQL would store them: the confirm is still
+    reconciled (told apart by its status), the server trimmed."""
+
+    def _stamp(self, migration_uuid, when):
+        ctxt = nova_context.get_admin_context()
+        mig = objects.Migration.get_by_uuid(ctxt, migration_uuid)
+        mig.updated_at = when
+        mig.save()
+
+    def test_a_confirm_in_the_same_whole_second_as_finished_is_trimmed(self):
+        host2 = self.admin_api.get_services(host="host2",
+                                            binary="nova-compute")[0]
+        self.admin_api.put_service(host2["id"], {"status": "disabled"})
+        server = self._boot_and_check_allocations(self._flavor(self.flavor1),
+                                                  "host1")
+        server = self._resize_server(server, self.flavor2)
+        migration = self.get_migration_uuid_for_instance(server["id"])
+        self.assertHolds(server["id"], {self.rp1: self.both})
+        second = objects.Migration.get_by_uuid(
+            nova_context.get_admin_context(), migration).updated_at.replace(
+                microsecond=0, tzinfo=None)
+        self._stamp(migration, second)
+        self.assertReconciled(self.reconcile(), server["id"])
+        self.assertHolds(server["id"], {self.rp1: self.both})
+        self._confirm_resize(server)
+        self._stamp(migration, second)
+        self.assertReconciled(self.reconcile(), server["id"])
+        self.assertHolds(server["id"], {self.rp1: self.f2})
+
+
+class ReconcileRacesAMove(_TwoHosts):
+    """Issue 33 finding 7: nova's state read by the reconcile before a
+    resize started, placement's read after (the resize is in
+    VERIFY_RESIZE by then). nova's state is read again before the write:
+    it differs, so the instance is a retry and nothing is written (planned
+    from the stale state, the trim to the old flavor would take the
+    resize's new flavor away); the retry finds them agreeing."""
+
+    def test_a_resize_that_starts_while_the_reconcile_plans_makes_it_retry(self):
+        from scheduler_ext.nova import reconcile as nova_reconcile
+        host2 = self.admin_api.get_services(host="host2",
+                                            binary="nova-compute")[0]
+        self.admin_api.put_service(host2["id"], {"status": "disabled"})
+        server = self._boot_and_check_allocations(self._flavor(self.flavor1),
+                                                  "host1")
+        server = self._resize_server(server, self.flavor2)
+        server = self._revert_resize(server)
+        self.assertHolds(server["id"], {self.rp1: self.both})   # to trim
+        real = nova_reconcile.instance_state
+        ctxt = nova_context.get_admin_context()
+        with nova_context.target_cell(ctxt, self.cell_mappings["cell1"]) as cctxt:
+            stale = real(cctxt, server["id"])
+        server = self._resize_server(server, self.flavor2)
+        reads = []
+
+        def instance_state(cctxt, uuid):
+            reads.append(uuid)      # the first read is from before the resize
+            return stale if len(reads) == 1 else real(cctxt, uuid)
+
+        self.stub_out("scheduler_ext.nova.reconcile.instance_state",
+                      instance_state)
+        self.assertEqual("retry", self.reconcile()[server["id"]])
+        self.assertEqual(2, len(reads))
+        self.assertHolds(server["id"], {self.rp1: self.both})
+        manager = self.scheduler_service.manager
+        owner = manager if hasattr(manager, "ext") else manager.driver
+        owner.ext.tracker.wake(server["id"])    # the retry, without backoff
+        self.assertReconciled(self.reconcile(), server["id"])
+        self.assertHolds(server["id"], {self.rp1: self.both})
+        self._confirm_resize(server)
+        self.assertReconciled(self.reconcile(), server["id"])
+        self.assertHolds(server["id"], {self.rp1: self.f2})
+
+
 class OnlySourceFits(_TwoHosts):
     """Two hosts; the other host is too full for the new flavor, the source
     fits it once the old flavor is released. Stock nova: NoValidHost

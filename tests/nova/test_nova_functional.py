@@ -235,6 +235,18 @@ def test_same_host_prep_resize_failure_reschedules(nova_results):
                      at_least=2)
 
 
+def test_reconcile_retries_a_move_that_started_while_it_planned(nova_results):
+    """Issue 33 finding 7: nova's state is read again after placement's;
+    a resize that started meanwhile makes the instance a retry."""
+    _assert_all_pass(nova_results, "ReconcileRacesAMove")
+
+
+def test_reconcile_sees_a_confirm_in_the_same_whole_second(nova_results):
+    """Issue 33 finding 9: whole-second ``updated_at`` (MySQL); a confirm
+    in the same second as ``finished`` is still reconciled."""
+    _assert_all_pass(nova_results, "WholeSecondChanges")
+
+
 def test_same_host_finish_resize_failure_holds_what_nova_holds(nova_results):
     _assert_all_pass(nova_results, "SameHostFinishResizeFailure", at_least=2)
 

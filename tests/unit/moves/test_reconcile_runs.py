@@ -84,11 +84,12 @@ class Clock:
 def test_watermark_does_not_move_past_an_instance_to_retry():
     clock = Clock()
     t = tr.ReconcileTracker(clock)
-    changed = {"a": ("cell", T0), "b": ("cell", T0 + datetime.timedelta(seconds=5))}
+    changed = {"a": tr.Change("cell", T0),
+               "b": tr.Change("cell", T0 + datetime.timedelta(seconds=5))}
     started = T0 + datetime.timedelta(seconds=10)
     work = t.work(changed)
     assert set(work) == {"a", "b"}
-    t.finish(started, {"a": tr.RETRY, "b": tr.DONE}, work, lambda u: started)
+    t.finish(started, {"a": tr.RETRY, "b": tr.DONE}, work, changed)
     assert t.watermark == T0                  # a is not reconciled yet
     assert t.since(started) <= T0
     # a is in backoff: the next poll still returns it, but it waits
@@ -97,32 +98,61 @@ def test_watermark_does_not_move_past_an_instance_to_retry():
     clock.now = tr.BASE_BACKOFF + 0.1
     assert set(t.work(changed)) == {"a"}
     t.finish(started + datetime.timedelta(seconds=30), {"a": tr.RETRY}, work,
-             lambda u: started)
+             changed)
     assert t.pending["a"].attempts == 2       # backoff doubled
     assert t.pending["a"].next_at == pytest.approx(
         clock.now + 2 * tr.BASE_BACKOFF)
     later = started + datetime.timedelta(seconds=60)
     clock.now = 100.0
     work = t.work(changed)
-    t.finish(later, {"a": tr.DONE}, work, lambda u: later)
+    t.finish(later, {"a": tr.DONE}, work, changed)
     assert t.watermark == later and not t.pending
 
 
 def test_a_busy_or_failing_instance_never_blocks_the_others():
     clock = Clock()
     t = tr.ReconcileTracker(clock)
-    t.finish(T0, {"stuck": tr.RETRY}, {"stuck": "cell"}, lambda u: T0)
+    t.finish(T0, {"stuck": tr.RETRY}, {"stuck": "cell"}, {})
     t.pending["stuck"].next_at = 1e9          # long backoff
-    fresh = {"new": ("cell", T0 + datetime.timedelta(seconds=1))}
+    fresh = {"new": tr.Change("cell", T0 + datetime.timedelta(seconds=1))}
     assert set(t.work(fresh)) == {"new"}
 
 
 def test_a_woken_instance_is_worked_on_at_once_despite_its_backoff():
     clock = Clock()
     t = tr.ReconcileTracker(clock)
-    t.finish(T0, {"a": tr.RETRY}, {"a": "cell"}, lambda u: T0)
+    t.finish(T0, {"a": tr.RETRY}, {"a": "cell"}, {})
     t.pending["a"].next_at = 1e9
     t.wake("a")
     assert t.woken_event.is_set()
     assert t.work({}) == {"a": "cell"}
     assert not t.woken_event.is_set()
+
+
+def test_a_change_in_the_same_whole_second_as_the_one_reconciled_is_worked_on():
+    """Issue 33 finding 9: on MySQL nova's ``updated_at`` is whole
+    seconds, so a confirm in the same second as ``finished`` has the same
+    change time. What changed (the migration's status) tells them apart:
+    the confirm is reconciled, and a poll that sees nothing new skips it."""
+    t = tr.ReconcileTracker(Clock())
+    finished = {"a": tr.Change("cell", T0, (("m1", "finished"),))}
+    work = t.work(finished)
+    assert set(work) == {"a"}
+    t.finish(T0, {"a": tr.DONE}, work, finished)
+    assert t.work(finished) == {}               # the same change again
+    confirmed = {"a": tr.Change("cell", T0, (("m1", "confirmed"),))}
+    work = t.work(confirmed)
+    assert work == {"a": "cell"}
+    t.finish(T0, {"a": tr.DONE}, work, confirmed)
+    assert t.work(confirmed) == {}
+
+
+def test_a_woken_instance_is_not_worked_on_again_for_a_change_it_was_woken_for():
+    """A notification's instance reconciled at ``started``: a later poll
+    returning the change (earlier, by nova's clock) does not redo it."""
+    t = tr.ReconcileTracker(Clock())
+    t.wake("a", "cell")
+    started = T0 + datetime.timedelta(seconds=1)
+    work = t.work({})
+    t.finish(started, {"a": tr.DONE}, work, {})
+    assert t.work({"a": tr.Change("cell", T0, (("m1", "confirmed"),))}) == {}
