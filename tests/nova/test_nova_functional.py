@@ -278,10 +278,6 @@ def test_audit_reads_nova_fixes_each_damage(nova_results):
     _assert_all_pass(nova_results, "AuditReadsNova")
 
 
-def test_nova_22_driver_contract(nova_results):
-    _assert_all_pass(nova_results, "Nova22Contract", at_least=3)
-
-
 def _pairs(results):
     """{(nova class, test name): (ours, stock)} of nova's move suite."""
     pairs: dict = {}
