@@ -298,6 +298,8 @@ def run_flow(flow: Flow, strategy: str, client: PlacementClient,
             result, verify = _move(flow, model, mover.uuid, new_flavor, client,
                                    names, stock_nova, strategy, before)
             sched.dying.armed = False
+            if flow.end == "delete" and mover.uuid in model.servers:
+                model.delete(mover.uuid)    # the user deletes it anyway
         for mig, owner in model.migration_owner.items():
             k = sum(1 for r in roles.values() if r.startswith(roles[owner] + ".m"))
             roles[mig] = f"{roles[owner]}.m{k}"
@@ -309,6 +311,8 @@ def run_flow(flow: Flow, strategy: str, client: PlacementClient,
             consumers[roles.get(c, c)] = _names(client, names,
                                                 client.get_consumer(c).allocations)
     live = mover is not None and mover.uuid in model.servers
+    if mover is not None and not live:
+        new_flavor = {}
     same = bool(mover and mover.moves and mover.moves[-1].source == mover.moves[-1].dest
                 and result == "ok")
     return Outcome(usages, consumers, result, same,
@@ -398,27 +402,40 @@ def _verify_same_host(client: PlacementClient, names: Mapping[str, str],
 # ------------------------------------------------------------- comparing
 def expected_state(flow: Flow, stock: Outcome, ours: Outcome
                    ) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, dict[str, int]]]]:
-    """Stock's end state; where stock found no host and ours resized the
-    server in place (bug 1790204) and it ended with the new flavor, the
-    server holds the new flavor where stock left the old one."""
+    """Stock's end state; where stock could not move the server (no host,
+    counting the reschedules) and ours ended it with the new flavor (nova
+    bug 1790204: the source is a host for ours), the server holds the new
+    flavor: on the same host, on the providers that held the old one (a
+    class only the new flavor has, where ours put it); on another host,
+    where ours put it if that is exactly the new flavor."""
     usages = {p: dict(u) for p, u in stock.usages.items()}
     consumers = {c: {p: dict(r) for p, r in a.items()} for c, a in stock.consumers.items()}
-    if not (stock.move_result == "NoValidHost" and ours.move_result == "ok"
-            and ours.same_host and ours.final_flavor_new):
+    if not (ours.final_flavor_new and not stock.final_flavor_new):
         return usages, consumers
     role = f"s{flow.mover}"
     was = consumers.get(role, {})
-    now = {p: dict(r) for p, r in was.items()}
-    old_flavor = flavor_of(flow.servers[flow.mover], flow.shape)[0]
-    for rc in set(old_flavor) | set(ours.new_flavor):
-        holders = [p for p, r in now.items() if r.get(rc)]
-        n = ours.new_flavor.get(rc, 0)
-        if holders:
+    mine = ours.consumers.get(role, {})
+    if ours.same_host and stock.same_host is False and stock.move_result == "NoValidHost" \
+            or _roots(mine) == _roots(was):
+        now = {p: dict(r) for p, r in was.items()}
+        for rc in set(stock.new_flavor) | set(ours.new_flavor):
+            n = ours.new_flavor.get(rc, 0)
+            holders = [p for p, r in now.items() if r.get(rc)]
             for p in holders:
                 now[p][rc] = n
-        elif n:
-            where = [p for p, r in ours.consumers.get(role, {}).items() if r.get(rc)]
-            now.setdefault(where[0] if where else "(nowhere)", {})[rc] = n
+            if not holders and n:
+                where = [p for p, r in mine.items() if r.get(rc)]
+                now.setdefault(where[0] if where else "(nowhere)", {})[rc] = n
+        old_flavor = flavor_of(flow.servers[flow.mover], flow.shape)[0]
+        for rc in set(old_flavor) - set(ours.new_flavor):
+            for p in now:
+                now[p].pop(rc, None)
+    else:
+        totals = allocations.class_totals(mine)
+        extra = {rc: n for rc, n in allocations.class_totals(was).items()
+                 if rc not in stock.new_flavor and rc not in ours.new_flavor}
+        now = {p: dict(r) for p, r in mine.items()} \
+            if totals == {**ours.new_flavor, **extra} else dict(was)
     now = {p: {rc: n for rc, n in r.items() if n} for p, r in now.items()}
     consumers[role] = {p: r for p, r in now.items() if r}
     for p, r in was.items():
@@ -429,6 +446,11 @@ def expected_state(flow: Flow, stock: Outcome, ours: Outcome
             usages.setdefault(p, {})[rc] = usages.get(p, {}).get(rc, 0) + n
     usages = {p: {rc: n for rc, n in u.items() if n} for p, u in usages.items()}
     return usages, consumers
+
+
+def _roots(allocs: Mapping[str, Any]) -> set[str]:
+    """The hosts (``h<i>``) a server's providers belong to."""
+    return {p.split("-")[0] for p in allocs if p.startswith("h")}
 
 
 def differences(flow: Flow, stock: Outcome, ours: Outcome) -> list[Difference]:
@@ -448,6 +470,44 @@ def _diff(prefix: str, want: Mapping[str, Mapping[str, int]],
             e, a = want.get(p, {}).get(rc, 0), got.get(p, {}).get(rc, 0)
             if e != a:
                 yield Difference(prefix + p, rc, e, a)
+
+
+#: The differences the oracle finds that the review's findings (issue 33)
+#: explain, by finding, each with the family of differences it produces
+#: (``family``). Each family is also pinned by a minimal flow in
+#: tests/functional/test_move_oracle.py (KNOWN_OPEN_FLOWS), which fails
+#: once the finding is fixed (stale entry); a difference of no family here
+#: fails the property test.
+KNOWN_OPEN: dict[str, str] = {
+    "5/6": "same host, device or shared disk: a vGPU or a DISK_GB on another "
+           "provider of the server's host than stock puts it (ours keeps a "
+           "class on its old holder; stock claims beside it; reconcile "
+           "after a revert takes the largest holder)",
+    "decision": "not a write difference: stock could not take the host ours "
+                "chose (its claim counts the old flavor), the conductor's "
+                "alternates then differ and the two flows end on different "
+                "hosts",
+}
+
+
+def family(stock: Outcome, ours: Outcome, diffs: Sequence[Difference]) -> str:
+    """The KNOWN_OPEN key explaining ``diffs``, or ``"NEW"``."""
+    if not diffs:
+        return ""
+    roots = lambda o: [tuple(s.root for s in d) if d else None for d in o.decisions]  # noqa: E731
+    if roots(stock) != roots(ours):
+        return "decision"
+    where = {d.where.split()[-1] for d in diffs}
+    if ours.same_host and all(d.rc in ("VGPU", "DISK_GB") for d in diffs) and \
+            all("pgpu" in w or w.startswith("ss") or w.startswith("h") for w in where):
+        balanced: dict[tuple[str, str], int] = {}
+        for d in diffs:
+            if d.where.startswith("usage"):
+                key = (d.rc, "")
+                balanced[key] = balanced.get(key, 0) + d.actual - d.expected
+        if not any(balanced.values()):
+            return "5/6"
+    return "NEW"
 
 
 def compare(flow: Flow, new_client: Callable[[], PlacementClient]
