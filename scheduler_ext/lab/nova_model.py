@@ -90,6 +90,7 @@ class Server:
     alternates: list[Selection] = dataclasses.field(default_factory=list)
     granular: tuple[str, ...] = ()
     extra: tuple[RequestGroup, ...] = ()
+    forbidden: frozenset[str] = frozenset()
 
     @property
     def active(self) -> MoveState | None:
@@ -127,16 +128,17 @@ class NovaModel:
     def _request(self, server: Server, resources: Mapping[str, int],
                  move: MoveContext | None) -> ScheduleRequest:
         return ScheduleRequest((server.uuid,), query(
-            resources, server.granular, server.extra),
+            resources, server.granular, server.extra, server.forbidden),
             self.project_id, self.user_id, move=move)
 
     # ---------------------------------------------------------- lifecycle
     def boot(self, flavor: Mapping[str, int], server_uuid: str | None = None,
              granular: tuple[str, ...] = (),
-             extra: tuple[RequestGroup, ...] = ()) -> Server:
+             extra: tuple[RequestGroup, ...] = (),
+             forbidden: frozenset[str] = frozenset()) -> Server:
         server_uuid = server_uuid or self._uuid()
         server = Server(server_uuid, dict(flavor), "", granular=granular,
-                        extra=extra)
+                        extra=extra, forbidden=forbidden)
         selections = self.scheduler(self._request(server, flavor, None))[0]
         server.host, server.alternates = selections[0].root, selections[1:]
         self.servers[server_uuid] = server
@@ -170,8 +172,12 @@ class NovaModel:
                              self.user_id, tuple(s.moves))
 
     def resize(self, server_uuid: str, flavor: Mapping[str, int],
-               allow_same_host: bool = True) -> MoveState:
-        """Conductor: swap to a migration, schedule; NoValidHost reverts."""
+               allow_same_host: bool = True,
+               conductor_dies: bool = False) -> MoveState:
+        """Conductor: swap to a migration, schedule; NoValidHost reverts.
+        ``conductor_dies``: the conductor process dies right after the swap
+        (the migration holds everything, the instance nothing; the move is
+        dead, nothing more is written) and the dead move is returned."""
         server = self.servers[server_uuid]
         if server.active:
             raise errors.InvalidRequest(
@@ -185,6 +191,8 @@ class NovaModel:
         server.moves.append(MoveState(migration, server.host, server.host,
                                       dict(server.flavor), dict(flavor), False))
         self._move_allocations(server.uuid, migration, "MIGRATION")
+        if conductor_dies:
+            return server.moves[-1]
         move = MoveContext(migration, server.host, dict(server.flavor),
                            allow_same_host)
         try:
@@ -198,10 +206,10 @@ class NovaModel:
         server.alternates = selections[1:]
         return state
 
-    def migrate(self, server_uuid: str) -> MoveState:
+    def migrate(self, server_uuid: str, conductor_dies: bool = False) -> MoveState:
         """Cold migration: same flavor, never the same host."""
         return self.resize(server_uuid, self.servers[server_uuid].flavor,
-                           allow_same_host=False)
+                           allow_same_host=False, conductor_dies=conductor_dies)
 
     def _finish(self, server: Server, host: str, flavor: Mapping[str, int]) -> None:
         move = self._active(server)
@@ -387,14 +395,16 @@ class NovaModel:
 
 
 def query(flavor: Mapping[str, int], granular: tuple[str, ...] = (),
-          extra: tuple[RequestGroup, ...] = ()) -> CandidateRequest:
-    """A server's placement query: ``flavor`` unnumbered but for the
-    classes in ``granular`` (one single-provider group each, suffixed
-    ``f`` and the class's position), plus the ``extra`` groups."""
+          extra: tuple[RequestGroup, ...] = (),
+          forbidden: frozenset[str] = frozenset()) -> CandidateRequest:
+    """A server's placement query: ``flavor`` unnumbered (with the
+    ``forbidden`` traits) but for the classes in ``granular`` (one
+    single-provider group each, suffixed ``f`` and the class's position),
+    plus the ``extra`` groups."""
     groups = tuple(RequestGroup(f"f{i}", {rc: flavor[rc]})
                    for i, rc in enumerate(granular) if flavor.get(rc))
     groups += tuple(extra)
     unnumbered = {rc: n for rc, n in flavor.items()
                   if n and rc not in granular}
-    return CandidateRequest(unnumbered, granular=groups,
+    return CandidateRequest(unnumbered, forbidden=forbidden, granular=groups,
                             group_policy="none" if len(groups) > 1 else None)
