@@ -22,6 +22,8 @@ from scheduler_ext.placement.query import RequestGroup
 EGR = "NET_BW_EGR_KILOBIT_PER_SEC"
 PCI = "CUSTOM_PCI_ORACLE_DEV"
 PHYSNET = "CUSTOM_PHYSNET_ORACLE"
+#: a trait no provider has (a flavor forbidding it needs placement's answer)
+FORBIDDEN = "CUSTOM_ORACLE_FORBIDDEN"
 #: kbps of one port's bandwidth; a NIC takes two
 PORT_KBPS = 1000
 VGPU_MODES = ("", "unnumbered", "granular")
@@ -66,6 +68,7 @@ def build(client: PlacementClient, shape: Shape,
     them); returns provider uuid -> name."""
     client.create_resource_class(PCI)
     client.create_trait(PHYSNET)
+    client.create_trait(FORBIDDEN)
     agg = provider_uuid("aggregate")
     aggs = (agg,) if shape.sharing else ()
     names: dict[str, str] = {}
