@@ -90,7 +90,7 @@ def print_table(table: dict, out=sys.stdout) -> None:
         diffs = sum(row[f] for f in fams)
         print(f"{flow:58} {row['cases']:>6} cases {diffs:>4} differences "
               + " ".join(f"{f}={row[f]}" for f in fams if row[f]), file=out)
-    total = collections.Counter()
+    total: collections.Counter = collections.Counter()
     for row in table.values():
         total.update(row)
     print(f"\ntotal: {total['cases']} flows, "

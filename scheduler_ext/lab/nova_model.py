@@ -54,8 +54,8 @@ from scheduler_ext import errors
 from scheduler_ext.placement import AllocationWrite, PlacementClient, allocations
 from scheduler_ext.moves.reconcile import InstanceState, MoveState
 from scheduler_ext.moves.request import MoveContext, ScheduleRequest, Selection
-from scheduler_ext.placement.query import CandidateRequest, RequestGroup
-from scheduler_ext.sources.base import Candidate
+from scheduler_ext.lab.server_query import AvoidHosts, query
+from scheduler_ext.placement.query import RequestGroup
 
 LOG = logging.getLogger(__name__)
 
@@ -66,19 +66,6 @@ Scheduler = Callable[..., list[list[Selection]]]
 class SchedulerUnreachable(errors.SchedulerExtError):
     """The conductor's call to the scheduler failed without an answer (the
     scheduler process died): the move was rolled back as nova does."""
-
-
-class AvoidHosts:
-    """A ranking that drops the given roots (nova's ``ignore_hosts``, as a
-    live migration's request spec carries the source)."""
-
-    limit = 1000
-
-    def __init__(self, roots: set[str]):
-        self.roots = roots
-
-    def rank(self, cands: "list[Candidate] | tuple[Candidate, ...]") -> list[float | None]:
-        return [None if c.root in self.roots else 0.0 for c in cands]
 
 
 @dataclasses.dataclass
@@ -393,18 +380,3 @@ class NovaModel:
                               self.user_id, tuple(s.moves))
                 for s in self.servers.values()]
 
-
-def query(flavor: Mapping[str, int], granular: tuple[str, ...] = (),
-          extra: tuple[RequestGroup, ...] = (),
-          forbidden: frozenset[str] = frozenset()) -> CandidateRequest:
-    """A server's placement query: ``flavor`` unnumbered (with the
-    ``forbidden`` traits) but for the classes in ``granular`` (one
-    single-provider group each, suffixed ``f`` and the class's position),
-    plus the ``extra`` groups."""
-    groups = tuple(RequestGroup(f"f{i}", {rc: flavor[rc]})
-                   for i, rc in enumerate(granular) if flavor.get(rc))
-    groups += tuple(extra)
-    unnumbered = {rc: n for rc, n in flavor.items()
-                  if n and rc not in granular}
-    return CandidateRequest(unnumbered, forbidden=forbidden, granular=groups,
-                            group_policy="none" if len(groups) > 1 else None)

@@ -159,7 +159,10 @@ def test_known_open_difference_on_real_placement_is_still_there(real_client, fam
     """Fails once the finding is fixed: then remove its KNOWN_OPEN entry."""
     flow, expected = KNOWN_OPEN_REAL_FLOWS[family]
     diffs, stock, ours = mo.compare(flow, lambda: move_oracle_sweep.empty(real_client))
-    assert sorted(map(str, diffs)) == sorted(expected)
+    # placement's answer may put the booted disk on either sharing provider
+    mirrored = [e.replace("ss0", "ss#").replace("ss1", "ss0").replace("ss#", "ss1")
+                for e in expected]
+    assert sorted(map(str, diffs)) in (sorted(expected), sorted(mirrored))
     assert mo.family(stock, ours, diffs) == family
 
 
