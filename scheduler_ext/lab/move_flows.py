@@ -64,7 +64,8 @@ class Flow:
         point = ["source last"] * self.source_last + ["forbids a trait"] * self.forbid
         point += [f"prep_resize x{self.prep_failures}"] * bool(self.prep_failures)
         point += [self.failure] * bool(self.failure) + [f"kill {self.kill}"] * bool(self.kill)
-        end = self.end if self.move in ("resize", "migrate") else ""
+        end = self.end if self.move in ("resize", "migrate") else \
+            "fails" if self.move == "live" and self.end == "revert" else ""
         return " ".join([self.move] + point + [end]).strip()
 
 
@@ -107,15 +108,17 @@ def draw_flow(choose: Choose, engines: Sequence[str] = ("numpy",)) -> Flow:
     servers = tuple(spec(f"server{i}") for i in range(choose("servers", (1, 2, 3))))
     move = choose("move", MOVES)
     cold = move in ("resize", "migrate")
+    failure = choose("failure", FAILURES) if cold else ""
+    scheduled = failure != "conductor_dies"     # else no scheduling call
     return Flow(
         shape, tuple(choose(f"vcpus{h}", (4, 2, 8)) for h in range(shape.hosts)),
         servers, choose("mover", range(len(servers))), move,
         spec("new") if move == "resize" else servers[0],
-        prep_failures=choose("prep_failures", (0, 1, 2, 3)) if cold else 0,
-        failure=choose("failure", FAILURES) if cold else "",
+        prep_failures=choose("prep_failures", (0, 1, 2, 3)) if cold and scheduled else 0,
+        failure=failure,
         end=choose("end", ENDS) if cold else choose("end", ("confirm", "revert")),
         verify_reconcile=choose("verify_reconcile", (True, False)),
-        kill=choose("kill", KILL_POINTS) if move != "evacuate" else "",
+        kill=choose("kill", KILL_POINTS) if move != "evacuate" and scheduled else "",
         engine=choose("engine", tuple(engines)),
         source_last=choose("source_last", (False, True)),
         forbid=choose("forbid", (False, True)) if "placement" in engines else False)

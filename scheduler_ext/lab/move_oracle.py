@@ -160,17 +160,16 @@ def family(stock: Outcome, ours: Outcome, diffs: Sequence[Difference]) -> str:
     if ours.killed == "after_release" and any(
             d.where.startswith("held") and d.actual < d.expected for d in diffs):
         return "2"
-    roots = lambda o: [tuple(s.root for s in d) if d else None for d in o.decisions]  # noqa: E731
-    if roots(stock) != roots(ours):
+    if _decisions_differ(stock, ours):
         return "decision"
     unmanaged = ("NET_BW_EGR_KILOBIT_PER_SEC", "CUSTOM_PCI_ORACLE_DEV")
     held = [d for d in diffs if d.where.startswith("held")]
-    if held and all(d.rc in unmanaged for d in held):
-        rest = [d for d in diffs if not d.where.startswith("held")]
-        if all(d.actual < d.expected for d in held) and not rest:
-            return "8"
-        if all(d.actual > d.expected for d in held):
-            return "3"
+    if held and all(d.rc in unmanaged for d in held) and \
+            all(d.actual < d.expected for d in held) and len(held) == len(diffs):
+        return "8"
+    summed = [d for d in diffs if d.where.startswith(("held", "verify"))]
+    if summed and all(d.rc in unmanaged and d.actual > d.expected for d in summed):
+        return "3"
     where = {d.where.split()[-1] for d in diffs}
     if ours.same_host and all(d.rc in ("VGPU", "DISK_GB") for d in diffs) and \
             all("pgpu" in w or w.startswith("ss") or w.startswith("h") for w in where):
@@ -184,6 +183,21 @@ def family(stock: Outcome, ours: Outcome, diffs: Sequence[Difference]) -> str:
                                  for d in diffs)
             return "1" if on_shared_disk else "5/6"
     return "NEW"
+
+
+def _decisions_differ(stock: Outcome, ours: Outcome) -> bool:
+    """Stock could not follow ours: another host at some call, or other
+    providers at a call other than the move's (whose allocations differ
+    by design: ours pins the same host's)."""
+    def picks(o: Outcome, i: int, d: Any) -> Any:
+        if not d:
+            return None
+        roots = tuple(s.root for s in d)
+        if i == o.move_call:
+            return roots
+        return roots, sorted(allocations.copy(d[0].allocations).items())
+    return [picks(stock, i, d) for i, d in enumerate(stock.decisions)] != \
+        [picks(ours, i, d) for i, d in enumerate(ours.decisions)]
 
 
 def compare(flow: Flow, new_client: Callable[[], PlacementClient]

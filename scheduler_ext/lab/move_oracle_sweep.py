@@ -6,9 +6,11 @@ restart point x end) and fleet shape.
     python -m scheduler_ext.lab.move_oracle_sweep --flows 300 --postgres
 
 ``--postgres`` runs them on a real placement 16.0.0 on a throw-away
-PostgreSQL (the engine then is ``numpy`` or ``placement``, drawn per
-flow). Prints the table (cases, then differences per KNOWN_OPEN family)
-and every flow of family NEW; exit status 1 when there is one.
+PostgreSQL (the engine then is ``numpy`` or ``placement``, drawn per flow,
+and a flavor may forbid a trait). Prints the tables (``VIEWS``: per row
+its generated cases, its differences from stock, per KNOWN_OPEN family,
+the restart points reached and placement's own failures) and every flow
+of family NEW; exit status 1 when there is one.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import sys
 import time
 from typing import Callable, Iterator
 
+from scheduler_ext import errors
 from scheduler_ext.lab import move_oracle
 from scheduler_ext.placement import EmbeddedPlacement, PlacementClient
 
@@ -51,50 +54,75 @@ def postgres_placement() -> Iterator[Callable[[], PlacementClient]]:
             yield lambda: empty(HttpPlacement.from_url(url))
 
 
+#: the sweep's tables: name -> the row of a flow
+VIEWS: dict[str, Callable[[move_oracle.Flow], str]] = {
+    "flow x failure/restart point x fleet shape":
+        lambda f: f"{f.label:64} {f.shape.label}",
+    "move x failure point (all restart points and shapes)":
+        lambda f: " ".join([f.move] + [f"prep_resize x{f.prep_failures}"] * bool(f.prep_failures)
+                           + [f.failure] * bool(f.failure)),
+    "restart point (the scheduler dies at its write)":
+        lambda f: f.kill or "(none)",
+    "fleet shape": lambda f: f.shape.label,
+}
+
+
 def sweep(flows: int, seed: int, new_client: Callable[[], PlacementClient],
           engines: tuple[str, ...] = ("numpy",)) -> tuple[dict, list]:
-    """``flows`` random flows; returns ({(flow label, shape label):
-    Counter(cases=..., <family>=...)}, [(flow, differences) of NEW])."""
+    """``flows`` random flows; returns ({view: {row: Counter(cases=...,
+    <family>=..., restart reached=...)}}, [(flow, differences) of NEW])."""
     rng = random.Random(seed)
-    table: dict[tuple[str, str], collections.Counter] = collections.defaultdict(
-        collections.Counter)
+    tables: dict[str, dict[str, collections.Counter]] = {
+        v: collections.defaultdict(collections.Counter) for v in VIEWS}
     new = []
+    failed: dict[str, move_oracle.Flow] = {}
     for _ in range(flows):
         flow = move_oracle.random_flow(rng, engines)
-        diffs, stock, ours = move_oracle.compare(flow, new_client)
-        row = table[(flow.label, flow.shape.label)]
-        row["cases"] += 1
-        fam = move_oracle.family(stock, ours, diffs)
-        if fam:
-            row[fam] += 1
-        if fam == "NEW":
-            new.append((flow, diffs))
-    return table, new
+        tally: collections.Counter = collections.Counter(cases=1)
+        try:
+            diffs, stock, ours = move_oracle.compare(flow, new_client)
+        except errors.PlacementUnavailable as exc:
+            # placement itself failed (a 500): no end state to compare
+            tally["placement 500"] += 1
+            failed.setdefault(str(exc)[:300], flow)
+        else:
+            tally["restart reached"] += bool(ours.killed)
+            fam = move_oracle.family(stock, ours, diffs)
+            if fam:
+                tally[fam] += 1
+            if fam == "NEW":
+                new.append((flow, diffs))
+        for view, row_of in VIEWS.items():
+            tables[view][row_of(flow)].update(tally)
+    for message, flow in failed.items():
+        print(f"placement failed: {message}\n  first in {flow}", file=sys.stderr)
+    return tables, new
 
 
-def print_table(table: dict, out=sys.stdout) -> None:
-    fams = sorted({k for row in table.values() for k in row} - {"cases"})
-    rows = sorted(table.items())
-    by_flow: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
-    for (flow, _), row in rows:
-        by_flow[flow].update(row)
-    head = ["cases", "differences"] + fams
-    print(f"{'flow x failure/restart point':58} {'fleet shape':26} "
-          + " ".join(f"{h:>11}" for h in head), file=out)
-    for (flow, shape), row in rows:
-        diffs = sum(row[f] for f in fams)
-        print(f"{flow:58} {shape:26} {row['cases']:>11} {diffs:>11} "
-              + " ".join(f"{row[f]:>11}" for f in fams), file=out)
-    print("\nper flow (all shapes):", file=out)
-    for flow, row in sorted(by_flow.items()):
-        diffs = sum(row[f] for f in fams)
-        print(f"{flow:58} {row['cases']:>6} cases {diffs:>4} differences "
-              + " ".join(f"{f}={row[f]}" for f in fams if row[f]), file=out)
-    total: collections.Counter = collections.Counter()
-    for row in table.values():
-        total.update(row)
-    print(f"\ntotal: {total['cases']} flows, "
-          + ", ".join(f"{f}: {total[f]}" for f in fams), file=out)
+NOT_DIFFERENCES = ("cases", "restart reached", "placement 500")
+
+
+def print_tables(tables: dict, out=sys.stdout) -> None:
+    """Each view: per row, its cases, differences (all families), then
+    per family; restart points reached; placement's own failures."""
+    fams = sorted({k for t in tables.values() for row in t.values() for k in row}
+                  - set(NOT_DIFFERENCES))
+    for view, table in tables.items():
+        width = max([len(view)] + [len(r) for r in table])
+        head = ["cases", "differences"] + fams + list(NOT_DIFFERENCES[1:])
+        print(f"\n{view:{width}} " + " ".join(f"{h:>9}" for h in head), file=out)
+        total: collections.Counter = collections.Counter()
+        for row, counts in sorted(table.items()):
+            total.update(counts)
+            print(_line(row, width, counts, fams), file=out)
+        print(_line("total", width, total, fams), file=out)
+
+
+def _line(row: str, width: int, counts: collections.Counter, fams: list[str]) -> str:
+    diffs = sum(counts[f] for f in fams)
+    cells = [counts["cases"], diffs] + [counts[f] for f in fams] + \
+        [counts[k] for k in NOT_DIFFERENCES[1:]]
+    return f"{row:{width}} " + " ".join(f"{c:>9}" for c in cells)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,10 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     if args.postgres:
         with postgres_placement() as factory:
-            table, new = sweep(args.flows, args.seed, factory, ("numpy", "placement"))
+            tables, new = sweep(args.flows, args.seed, factory, ("numpy", "placement"))
     else:
-        table, new = sweep(args.flows, args.seed, EmbeddedPlacement)
-    print_table(table)
+        tables, new = sweep(args.flows, args.seed, EmbeddedPlacement)
+    print_tables(tables)
     print(f"{time.monotonic() - started:.0f} s")
     for flow, diffs in new:
         print(f"NEW: {flow}\n  " + "\n  ".join(map(str, diffs)))

@@ -54,6 +54,7 @@ class Outcome:
     final_flavor_new: bool       # the mover ended with the new flavor
     killed: str                  # the kill point reached ("" none)
     decisions: list[Any]         # each scheduling call's selections
+    move_call: int               # the index of the move's call (-1: none)
     verify: list[Difference]
     held: list[Difference]       # servers not holding their flavor and ports once
     mover_before: dict[str, dict[str, int]]
@@ -155,7 +156,9 @@ def run_flow(flow: Flow, strategy: str, client: PlacementClient,
         old_flavor = flavor_of(flow.servers[flow.mover], flow.shape)[0]
         new_flavor = flavor_of(flow.new, flow.shape)[0] if flow.move == "resize" \
             else dict(old_flavor)
+        move_call = -1
         if mover is not None:
+            move_call = len(run.sched.decisions)
             before = _names(run.names, client.get_consumer(mover.uuid).allocations)
             result, verify = run.play(mover, new_flavor, before)
         Reconciler(client).run(model.states(), apply=True)
@@ -166,7 +169,7 @@ def run_flow(flow: Flow, strategy: str, client: PlacementClient,
                 and mover.moves[-1].source == mover.moves[-1].dest)
     return Outcome(usages, consumers, result, same,
                    live and mover is not None and mover.flavor == new_flavor != old_flavor,
-                   run.sched.dying.reached, run.sched.decisions, verify, held, before,
+                   run.sched.dying.reached, run.sched.decisions, move_call, verify, held, before,
                    new_flavor if live else {})
 
 
