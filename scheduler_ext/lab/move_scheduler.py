@@ -80,16 +80,23 @@ class Follow:
     """A ranking that prefers, in order, the hosts (and, on a host, the
     very allocations) another run chose for the same call: stock follows
     ours' choices, so the two end states differ only by how each strategy
-    writes a choice, not by which host it weighs best."""
+    writes a choice, not by which host it weighs best. A candidate the
+    call's own ranking (``drop``: nova's ``ignore_hosts``) drops stays
+    dropped."""
 
     limit = 1000
 
-    def __init__(self, picks: Sequence[Any]):
+    def __init__(self, picks: Sequence[Any], drop: Any = None):
         self.picks = [(p.root, allocations.copy(p.allocations)) for p in picks]
+        self.drop = drop
 
     def rank(self, cands: Sequence[Any]) -> list[float | None]:
         out: list[float | None] = []
-        for c in cands:
+        kept = self.drop.rank(cands) if self.drop is not None else [0.0] * len(cands)
+        for c, keep in zip(cands, kept):
+            if keep is None:
+                out.append(None)
+                continue
             score = 0.0
             for j, (root, allocs) in enumerate(self.picks):
                 if c.root == root:
@@ -132,9 +139,8 @@ class Scheduler:
             view.reread()
         call = len(self.decisions)
         self.decisions.append(None)
-        if ranking is None and self.follow is not None and call < len(self.follow) \
-                and self.follow[call]:
-            ranking = Follow(self.follow[call])
+        if self.follow is not None and call < len(self.follow) and self.follow[call]:
+            ranking = Follow(self.follow[call], ranking)
         elif ranking is None and request.move is not None:
             ranking = self.move_ranking
         try:
