@@ -124,9 +124,9 @@ def _diff(prefix: str, want: Mapping[str, Mapping[str, int]],
 #: fails the property test.
 KNOWN_OPEN: dict[str, str] = {
     "2": "the scheduler dies right after a real release: nothing restores "
-         "the released allocations before the next boot takes the space "
-         "(journal recovery never runs); the server is left holding less "
-         "than its flavor",
+         "the released allocations (journal recovery never runs); the next "
+         "boot may take the space and leave the server short, or the "
+         "reconcile re-creates them on another sharing provider",
     "1": "same host, two sharing providers: the disk moves to the other "
          "sharing provider (the same-host candidate built from placement's "
          "answer, not pinned to the old providers)",
@@ -157,8 +157,7 @@ def family(stock: Outcome, ours: Outcome, diffs: Sequence[Difference]) -> str:
         return ""
     if ours.move_result == "NoValidHost" and stock.move_result == "ok":
         return "4/5"
-    if ours.killed == "after_release" and any(
-            d.where.startswith("held") and d.actual < d.expected for d in diffs):
+    if ours.killed and ours.released:
         return "2"
     if _decisions_differ(stock, ours):
         return "decision"
@@ -187,13 +186,13 @@ def family(stock: Outcome, ours: Outcome, diffs: Sequence[Difference]) -> str:
 
 def _decisions_differ(stock: Outcome, ours: Outcome) -> bool:
     """Stock could not follow ours: another host at some call, or other
-    providers at a call other than the move's (whose allocations differ
-    by design: ours pins the same host's)."""
+    providers for the host chosen (but for the move's call on its source,
+    where the allocations differ by design: ours pins the same host's)."""
     def picks(o: Outcome, i: int, d: Any) -> Any:
         if not d:
             return None
         roots = tuple(s.root for s in d)
-        if i == o.move_call:
+        if i == o.move_call and d[0].root == o.source:
             return roots
         return roots, sorted(allocations.copy(d[0].allocations).items())
     return [picks(stock, i, d) for i, d in enumerate(stock.decisions)] != \

@@ -5,9 +5,10 @@ restart point x end) and fleet shape.
     python -m scheduler_ext.lab.move_oracle_sweep --flows 5000
     python -m scheduler_ext.lab.move_oracle_sweep --flows 300 --postgres
 
-``--postgres`` runs them on a real placement 16.0.0 on a throw-away
-PostgreSQL (the engine then is ``numpy`` or ``placement``, drawn per flow,
-and a flavor may forbid a trait). Prints the tables (``VIEWS``: per row
+The engine is drawn per flow (``numpy`` or ``placement``, whose
+candidates the embedded placement gets from the reference:
+``reference_placement``), and a flavor may forbid a trait. ``--postgres``
+runs them on a real placement 16.0.0 on a throw-away PostgreSQL. Prints the tables (``VIEWS``: per row
 its generated cases, its differences from stock, per KNOWN_OPEN family,
 the restart points reached and placement's own failures) and every flow
 of family NEW; exit status 1 when there is one.
@@ -26,7 +27,8 @@ from typing import Callable, Iterator
 
 from scheduler_ext import errors
 from scheduler_ext.lab import move_oracle
-from scheduler_ext.placement import EmbeddedPlacement, PlacementClient
+from scheduler_ext.lab.reference_placement import ReferencePlacement
+from scheduler_ext.placement import PlacementClient
 
 
 def empty(client: PlacementClient) -> PlacementClient:
@@ -138,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         with postgres_placement() as factory:
             tables, new = sweep(args.flows, args.seed, factory, ("numpy", "placement"))
     else:
-        tables, new = sweep(args.flows, args.seed, EmbeddedPlacement)
+        tables, new = sweep(args.flows, args.seed, ReferencePlacement,
+                            ("numpy", "placement"))
     print_tables(tables)
     print(f"{time.monotonic() - started:.0f} s")
     for flow, diffs in new:

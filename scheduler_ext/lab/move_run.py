@@ -53,8 +53,10 @@ class Outcome:
     same_host: bool
     final_flavor_new: bool       # the mover ended with the new flavor
     killed: str                  # the kill point reached ("" none)
+    released: bool               # ours really released during the move
     decisions: list[Any]         # each scheduling call's selections
     move_call: int               # the index of the move's call (-1: none)
+    source: str                  # the mover's host (uuid) when it moved
     verify: list[Difference]
     held: list[Difference]       # servers not holding their flavor and ports once
     mover_before: dict[str, dict[str, int]]
@@ -156,9 +158,9 @@ def run_flow(flow: Flow, strategy: str, client: PlacementClient,
         old_flavor = flavor_of(flow.servers[flow.mover], flow.shape)[0]
         new_flavor = flavor_of(flow.new, flow.shape)[0] if flow.move == "resize" \
             else dict(old_flavor)
-        move_call = -1
+        move_call, source = -1, ""
         if mover is not None:
-            move_call = len(run.sched.decisions)
+            move_call, source = len(run.sched.decisions), mover.host
             before = _names(run.names, client.get_consumer(mover.uuid).allocations)
             result, verify = run.play(mover, new_flavor, before)
         Reconciler(client).run(model.states(), apply=True)
@@ -169,7 +171,8 @@ def run_flow(flow: Flow, strategy: str, client: PlacementClient,
                 and mover.moves[-1].source == mover.moves[-1].dest)
     return Outcome(usages, consumers, result, same,
                    live and mover is not None and mover.flavor == new_flavor != old_flavor,
-                   run.sched.dying.reached, run.sched.decisions, move_call, verify, held, before,
+                   run.sched.dying.reached, run.sched.dying.released,
+                   run.sched.decisions, move_call, source, verify, held, before,
                    new_flavor if live else {})
 
 

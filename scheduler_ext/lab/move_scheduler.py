@@ -37,6 +37,8 @@ class DyingClient:
         self._client, self.kill, self.dead, self.reached = client, kill, False, ""
         #: the kill point is live (during the move's scheduling call only)
         self.armed = False
+        #: a real release was written during the armed call
+        self.released = False
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._client, name)
@@ -50,6 +52,7 @@ class DyingClient:
             if kind and self.kill == f"before_{kind}":
                 self._die(kind)
             result = attr(*a, **kw)
+            self.released = self.released or kind == "release"
             if kind and self.kill == f"after_{kind}":
                 self._die(kind)
             return result

@@ -1,7 +1,9 @@
 """Every move flow ends where stock nova ends (scheduler_ext.lab.move_oracle).
 
 Generated flows (hypothesis: a failure shrinks to a minimal flow) run with
-stock and with ours on the embedded placement; every difference must be
+stock and with ours on the embedded placement (with placement's candidates
+from the reference, so the placement source and the real release run
+too); every difference must be
 one KNOWN_OPEN explains, and each known family is pinned by a minimal
 flow that fails once it is fixed (then drop the entry). ORACLE_FLOWS sets
 the number of generated flows (default 300); the long sweeps are
@@ -19,9 +21,10 @@ from hypothesis import strategies as st
 from scheduler_ext.lab import move_oracle as mo
 from scheduler_ext.lab import move_oracle_sweep
 from scheduler_ext.lab.move_fleet import Shape
-from scheduler_ext.placement import EmbeddedPlacement
+from scheduler_ext.lab.reference_placement import ReferencePlacement
 
 FLOWS = int(os.environ.get("ORACLE_FLOWS", "300"))
+ENGINES = ("numpy", "placement")
 SEEN: collections.Counter = collections.Counter()
 
 
@@ -37,8 +40,8 @@ def _quiet():
 @given(st.data())
 def test_every_flow_ends_where_stock_ends(data):
     flow = mo.draw_flow(lambda name, options: data.draw(
-        st.sampled_from(list(options)), label=name))
-    diffs, stock, ours = mo.compare(flow, EmbeddedPlacement)
+        st.sampled_from(list(options)), label=name), ENGINES)
+    diffs, stock, ours = mo.compare(flow, ReferencePlacement)
     fam = mo.family(stock, ours, diffs)
     SEEN[fam or "same"] += 1
     assert fam != "NEW", f"{flow}: " + "; ".join(map(str, diffs))
@@ -51,7 +54,7 @@ def test_generated_flows_reach_every_kind_of_end():
     import random
     rng = random.Random(5)
     for _ in range(400):
-        flow = mo.random_flow(rng)
+        flow = mo.random_flow(rng, ENGINES)
         counts[flow.move] += 1
         counts["kill " + flow.kill] += 1
         counts["prep"] += bool(flow.prep_failures)
@@ -68,7 +71,7 @@ def test_bug_1790204_resize_in_place_holds_the_new_flavor():
     """Stock finds no host; ours resizes in place: the expected state is
     the new flavor on the source, and ours ends there."""
     flow = _flow(Shape(hosts=1), (2,), (mo.ServerSpec(1, 10),), mo.ServerSpec(2, 10))
-    diffs, stock, ours = mo.compare(flow, EmbeddedPlacement)
+    diffs, stock, ours = mo.compare(flow, ReferencePlacement)
     assert stock.move_result == "NoValidHost" and ours.move_result == "ok"
     assert ours.consumers["s0"] == {"h0": {"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 10}}
     assert diffs == []
@@ -80,7 +83,7 @@ def test_same_host_verify_resize_holds_max_of_old_and_new_per_provider():
     flow = _flow(Shape(hosts=1, sharing=1, local_disk=False, qos=True), (4,),
                  (mo.ServerSpec(2, 20, port=True),), mo.ServerSpec(1, 40, port=True),
                  end="revert")
-    diffs, _, ours = mo.compare(flow, EmbeddedPlacement)
+    diffs, _, ours = mo.compare(flow, ReferencePlacement)
     assert ours.same_host and ours.verify == [] and diffs == []
 
 
@@ -107,21 +110,7 @@ KNOWN_OPEN_FLOWS = {
              "usage h0-pgpu1 VGPU: expected 1, got 0",
              "s0 h0-pgpu0 VGPU: expected 0, got 1",
              "s0 h0-pgpu1 VGPU: expected 1, got 0"]),
-}
 
-
-@pytest.mark.parametrize("family", sorted(KNOWN_OPEN_FLOWS))
-def test_known_open_difference_is_still_there(family):
-    """Fails once the finding is fixed: then remove its KNOWN_OPEN entry."""
-    flow, expected = KNOWN_OPEN_FLOWS[family]
-    diffs, stock, ours = mo.compare(flow, EmbeddedPlacement)
-    assert sorted(map(str, diffs)) == sorted(expected)
-    assert mo.family(stock, ours, diffs) == family
-
-
-#: the same for the families only a real placement reaches (the placement
-#: source: ``engine = placement`` or a flavor forbidding a trait)
-KNOWN_OPEN_REAL_FLOWS = {
     # finding 1: two sharing providers; the same-host candidate comes from
     # placement's answer, which puts the disk on the other one
     "1": (_flow(Shape(hosts=1, sharing=2, local_disk=False), (8,),
@@ -133,7 +122,7 @@ KNOWN_OPEN_REAL_FLOWS = {
     # finding 2: killed right after the real release; the next boot takes
     # the space, reconcile cannot give the server its flavor back
     "2": (_flow(Shape(hosts=1), (2,), (mo.ServerSpec(2, 20),), mo.ServerSpec(1, 20),
-                forbid=True, kill="after_release"),
+                forbid=True, kill="after_release", engine="placement"),
           ["s0 h0 DISK_GB: expected 20, got 0",
            "s0 h0 MEMORY_MB: expected 1024, got 0",
            "s0 h0 VCPU: expected 2, got 0",
@@ -154,20 +143,30 @@ KNOWN_OPEN_REAL_FLOWS = {
 }
 
 
-@pytest.mark.parametrize("family", sorted(KNOWN_OPEN_REAL_FLOWS))
-def test_known_open_difference_on_real_placement_is_still_there(real_client, family):
-    """Fails once the finding is fixed: then remove its KNOWN_OPEN entry."""
-    flow, expected = KNOWN_OPEN_REAL_FLOWS[family]
-    diffs, stock, ours = mo.compare(flow, lambda: move_oracle_sweep.empty(real_client))
-    # placement's answer may put the booted disk on either sharing provider
+def _assert_still_there(family, new_client):
+    flow, expected = KNOWN_OPEN_FLOWS[family]
+    diffs, stock, ours = mo.compare(flow, new_client)
+    # the booted disk may sit on either sharing provider
     mirrored = [e.replace("ss0", "ss#").replace("ss1", "ss0").replace("ss#", "ss1")
                 for e in expected]
     assert sorted(map(str, diffs)) in (sorted(expected), sorted(mirrored))
     assert mo.family(stock, ours, diffs) == family
 
 
+@pytest.mark.parametrize("family", sorted(KNOWN_OPEN_FLOWS))
+def test_known_open_difference_is_still_there(family):
+    """Fails once the finding is fixed: then remove its KNOWN_OPEN entry."""
+    _assert_still_there(family, ReferencePlacement)
+
+
+@pytest.mark.parametrize("family", ["1", "2", "4/5"])
+def test_known_open_difference_on_real_placement_is_still_there(real_client, family):
+    """The same on a real placement 16.0.0 (its own candidates)."""
+    _assert_still_there(family, lambda: move_oracle_sweep.empty(real_client))
+
+
 def test_every_known_open_family_is_pinned():
     """Each KNOWN_OPEN family has its minimal flow (but the decisions
     family, which is no write difference)."""
-    pinned = set(KNOWN_OPEN_FLOWS) | set(KNOWN_OPEN_REAL_FLOWS)
+    pinned = set(KNOWN_OPEN_FLOWS)
     assert pinned == set(mo.KNOWN_OPEN) - {"decision"}
