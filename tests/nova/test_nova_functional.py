@@ -37,7 +37,7 @@ TARGETS = ["tests.nova.cases_adapter", "tests.nova.cases_ranking",
            "tests.nova.cases_early_reads", "tests.nova.cases_host_reads",
            "tests.nova.cases_scenarios", "tests.nova.cases_audit",
            "tests.nova.cases_startup", "tests.nova.cases_nova22",
-           "tests.nova.cases_window", NESTED, PCI]
+           "tests.nova.cases_window", "tests.nova.cases_oracle", NESTED, PCI]
 if os.environ.get("SCHEDULER_EXT_NOVA_MOVES", "1") != "0":
     TARGETS.append(MOVING)
 #: nova's tests for QoS ports and vGPU flavors run by default (54 in all,
@@ -220,6 +220,13 @@ def test_same_host_prep_resize_failure_reschedules(nova_results):
 
 def test_same_host_finish_resize_failure_holds_what_nova_holds(nova_results):
     _assert_all_pass(nova_results, "SameHostFinishResizeFailure", at_least=2)
+
+
+def test_vgpu_same_host_resize_holds_max_of_old_and_new_on_the_old_pgpu(nova_results):
+    """The move oracle's rule in nova's harness (``cases_oracle``): during
+    VERIFY_RESIZE on the one host the pGPU holds max(old, new) of the
+    server's vGPU, the old pGPU keeps it after confirm and after revert."""
+    _assert_all_pass(nova_results, "VGPUSameHostResizeSchedulerExt", at_least=2)
 
 
 def test_two_hosts_only_the_source_fits(nova_results):
