@@ -229,6 +229,20 @@ def test_vgpu_same_host_resize_holds_max_of_old_and_new_on_the_old_pgpu(nova_res
     _assert_all_pass(nova_results, "VGPUSameHostResizeSchedulerExt", at_least=2)
 
 
+def test_qos_port_reschedule_onto_source_holds_the_port_once_known_open(nova_results):
+    """A QoS-port server resized, ``prep_resize`` failing on host2, the
+    conductor rescheduling onto the source (``cases_oracle``): stock nova
+    holds the port's bandwidth once after confirm. Ours holds it twice:
+    issue 33's finding 3 (reconcile sums the classes no flavor names over
+    instance and migration), open. This fails once it is fixed: then
+    assert that ours passes too."""
+    _assert_all_pass(nova_results, "StockQoSPortRescheduleOntoSource")
+    ours = _of(nova_results, "QoSPortRescheduleOntoSourceSchedulerExt")
+    result = ours["test_resize_rescheduled_onto_the_source_holds_the_port_once"]
+    assert result.status == "fail", "finding 3 fixed? assert that it passes"
+    assert ": 2000}" in result.details and ": 4000}" in result.details
+
+
 def test_two_hosts_only_the_source_fits(nova_results):
     _assert_all_pass(nova_results, "OnlySourceFits", at_least=2)
     # nova's own scheduler: NoValidHost on the same fleet
