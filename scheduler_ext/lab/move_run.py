@@ -107,9 +107,11 @@ class FlowRun:
                 self.mover = server
 
     def play(self, mover: Server, new_flavor: dict[str, int],
-             before: dict[str, dict[str, int]]) -> tuple[str, list[Difference]]:
+             before: dict[str, dict[str, int]], next_boot: bool | None
+             ) -> tuple[str, list[Difference]]:
         """The move, its failures and its end; then, after a scheduler
-        death, the next boot on the restarted scheduler before any
+        death (or when ``next_boot`` says so: the other run's scheduler
+        died), the next boot on the restarted scheduler before any
         reconcile (it must not take what the dead one released)."""
         flow, sched, model = self.flow, self.sched, self.model
         sched.dying.armed = True
@@ -120,7 +122,7 @@ class FlowRun:
         sched.dying.armed = False
         if flow.end == "delete" and mover.uuid in model.servers:
             model.delete(mover.uuid)    # the user deletes it anyway
-        if sched.dying.reached:
+        if sched.dying.reached if next_boot is None else next_boot:
             flavor, granular, extra = flavor_of(flow.servers[flow.mover], flow.shape)
             try:
                 self.roles[model.boot(flavor, granular=granular, extra=extra).uuid] = \
@@ -144,10 +146,13 @@ class FlowRun:
 
 
 def run_flow(flow: Flow, strategy: str, client: PlacementClient,
-             kill: str | None = None, follow: Sequence[Any] | None = None) -> Outcome:
+             kill: str | None = None, follow: Sequence[Any] | None = None,
+             next_boot: bool | None = None) -> Outcome:
     """Play ``flow`` with ``strategy`` on ``client`` (an empty placement),
     then one reconcile; ``kill`` overrides the flow's kill point;
-    ``follow``: another run's decisions, preferred call by call."""
+    ``follow``: another run's decisions, preferred call by call;
+    ``next_boot``: boot the next server after the move (None: when this
+    run's scheduler died)."""
     with tempfile.TemporaryDirectory(prefix="oracle-journal-") as journal:
         run = FlowRun(flow, strategy, client, journal,
                       flow.kill if kill is None else kill, follow)
@@ -162,7 +167,7 @@ def run_flow(flow: Flow, strategy: str, client: PlacementClient,
         if mover is not None:
             move_call, source = len(run.sched.decisions), mover.host
             before = _names(run.names, client.get_consumer(mover.uuid).allocations)
-            result, verify = run.play(mover, new_flavor, before)
+            result, verify = run.play(mover, new_flavor, before, next_boot)
         Reconciler(client).run(model.states(), apply=True)
         usages, consumers = run.end_state()
         held = _held(client, run.names, model, run.roles)

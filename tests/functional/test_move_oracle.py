@@ -111,6 +111,16 @@ KNOWN_OPEN_FLOWS = {
              "s0 h0-pgpu0 VGPU: expected 0, got 1",
              "s0 h0-pgpu1 VGPU: expected 1, got 0"]),
 
+    # no finding: the over-hold window of a failed same-host resize seen
+    # by the next boot before the reconcile
+    "window": (_flow(Shape(hosts=1), (2,), (mo.ServerSpec(1, 10),),
+                     mo.ServerSpec(2, 10), kill="after_claim"),
+               ["usage h0 DISK_GB: expected 20, got 10",
+                "usage h0 MEMORY_MB: expected 2048, got 1024",
+                "usage h0 VCPU: expected 2, got 1",
+                "s1 h0 DISK_GB: expected 10, got 0",
+                "s1 h0 MEMORY_MB: expected 1024, got 0",
+                "s1 h0 VCPU: expected 1, got 0"]),
     # finding 1: two sharing providers; the same-host candidate comes from
     # placement's answer, which puts the disk on the other one
     "1": (_flow(Shape(hosts=1, sharing=2, local_disk=False), (8,),
@@ -155,7 +165,9 @@ def _assert_still_there(family, new_client):
 
 @pytest.mark.parametrize("family", sorted(KNOWN_OPEN_FLOWS))
 def test_known_open_difference_is_still_there(family):
-    """Fails once the finding is fixed: then remove its KNOWN_OPEN entry."""
+    """Fails once the finding is fixed (or, for ``window``, once the
+    over-hold window closes before the next boot): then remove its
+    KNOWN_OPEN entry."""
     _assert_still_there(family, ReferencePlacement)
 
 
