@@ -14,7 +14,7 @@ import dataclasses
 import random
 import tempfile
 import uuid as uuidlib
-from typing import Any, Mapping, Sequence, cast
+from typing import Any, Mapping, Sequence
 
 from scheduler_ext import errors
 from scheduler_ext.lab import move_fleet

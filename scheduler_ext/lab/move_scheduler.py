@@ -18,6 +18,7 @@ from scheduler_ext import driver as se_driver
 from scheduler_ext.lab.nova_model import SchedulerUnreachable
 from scheduler_ext.placement import PlacementClient, allocations
 from scheduler_ext.sources.changes import FeedChanges
+from scheduler_ext.sources.engine import EngineCandidateSource
 from scheduler_ext.sources.fleet_view import FleetView
 
 STOCK, OURS = "stock", "same_host"
@@ -135,7 +136,8 @@ class Scheduler:
         return se_driver.SchedulerDriver(client, self.conf)
 
     def select(self, request: Any, ranking: Any = None) -> Any:
-        view = getattr(self.driver.source, "view", None)
+        source = self.driver.source
+        view = source.view if isinstance(source, EngineCandidateSource) else None
         if isinstance(view, FleetView) and not isinstance(view.source, FeedChanges):
             # a real placement hides decreases from the view's poll; the
             # two runs are compared decision for decision
