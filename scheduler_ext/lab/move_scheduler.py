@@ -131,8 +131,9 @@ class Scheduler:
         self.restarts = 0
 
     def _start(self, client: PlacementClient) -> se_driver.SchedulerDriver:
-        """A new scheduler process: the driver as the service builds it
-        (with whatever it recovers at start)."""
+        """A new scheduler process: the driver as the service builds it,
+        with whatever its construction recovers (the release journal's
+        recovery, issue 33 finding 2, must run here or be called here)."""
         return se_driver.SchedulerDriver(client, self.conf)
 
     def select(self, request: Any, ranking: Any = None) -> Any:
