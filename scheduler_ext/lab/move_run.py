@@ -83,7 +83,9 @@ class FlowRun:
         rng = random.Random(7)
         self.sched = Scheduler(client, strategy, flow.engine, journal, kill, follow)
         #: nova's own scheduler (an evacuation is never ours: see the adapter)
-        self.stock_nova = Scheduler(client, STOCK, flow.engine, journal, "")
+        self.stock_nova = Scheduler(client, STOCK, flow.engine, journal, "", follow)
+        # its calls are numbered with ours (the other run follows both)
+        self.stock_nova.decisions = self.sched.decisions
         self.model = NovaModel(client, self.sched.select, uuid_factory=lambda: str(
             uuidlib.UUID(int=rng.getrandbits(128), version=4)))
         self.roles: dict[str, str] = {}
