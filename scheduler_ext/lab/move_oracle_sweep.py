@@ -70,9 +70,11 @@ VIEWS: dict[str, Callable[[move_oracle.Flow], str]] = {
 
 
 def sweep(flows: int, seed: int, new_client: Callable[[], PlacementClient],
-          engines: tuple[str, ...] = ("numpy",)) -> tuple[dict, list]:
+          engines: tuple[str, ...] = ("numpy",),
+          show: frozenset[str] = frozenset({"NEW"})) -> tuple[dict, list]:
     """``flows`` random flows; returns ({view: {row: Counter(cases=...,
-    <family>=..., restart reached=...)}}, [(flow, differences) of NEW])."""
+    <family>=..., restart reached=...)}}, [(family, flow, differences) of
+    the families in ``show``])."""
     rng = random.Random(seed)
     tables: dict[str, dict[str, collections.Counter]] = {
         v: collections.defaultdict(collections.Counter) for v in VIEWS}
@@ -92,8 +94,8 @@ def sweep(flows: int, seed: int, new_client: Callable[[], PlacementClient],
             fam = move_oracle.family(stock, ours, diffs)
             if fam:
                 tally[fam] += 1
-            if fam == "NEW":
-                new.append((flow, diffs))
+            if fam in show:
+                new.append((fam, flow, diffs))
         for view, row_of in VIEWS.items():
             tables[view][row_of(flow)].update(tally)
     for message, flow in failed.items():
@@ -133,20 +135,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--postgres", action="store_true",
                     help="a real placement on PostgreSQL (else the embedded one)")
+    ap.add_argument("--show", action="append", default=["NEW"], metavar="FAMILY",
+                    help="also print the flows of this family (NEW always)")
     args = ap.parse_args(argv)
+    show = frozenset(args.show)
     logging.disable(logging.CRITICAL)
     started = time.monotonic()
     if args.postgres:
         with postgres_placement() as factory:
-            tables, new = sweep(args.flows, args.seed, factory, ("numpy", "placement"))
+            tables, shown = sweep(args.flows, args.seed, factory,
+                                  ("numpy", "placement"), show)
     else:
-        tables, new = sweep(args.flows, args.seed, ReferencePlacement,
-                            ("numpy", "placement"))
+        tables, shown = sweep(args.flows, args.seed, ReferencePlacement,
+                              ("numpy", "placement"), show)
     print_tables(tables)
     print(f"{time.monotonic() - started:.0f} s")
-    for flow, diffs in new:
-        print(f"NEW: {flow}\n  " + "\n  ".join(map(str, diffs)))
-    return 1 if new else 0
+    for fam, flow, diffs in shown:
+        print(f"{fam}: {flow}\n  " + "\n  ".join(map(str, diffs)))
+    return 1 if any(fam == "NEW" for fam, _, _ in shown) else 0
 
 
 if __name__ == "__main__":
