@@ -16,7 +16,28 @@ amounts safe we replay nova's own writes (modelled on nova 34's conductor
 * reschedule after such a failure: a new migration takes the instance's
   allocations again, and the conductor claims the next alternate's
   allocation request for the instance itself (PUT), without the scheduler;
-  when none can be claimed it moves the allocations back.
+  when none can be claimed it moves the allocations back;
+* ``resize_instance`` failing on the source: compute moves the migration's
+  allocations back (as a revert); ``finish_resize`` failing on the
+  destination: compute deletes the migration's (as a confirm), the server
+  stays there with the new flavor; a revert failing on the destination
+  writes nothing (the server stays there, in error);
+* live migration: the conductor moves the allocations to a migration, then
+  asks the scheduler for another host (no move context: the adapter sees
+  no resize or cold migration); success deletes the migration's
+  allocations, a failure moves them back;
+* evacuation: no migration consumer; the instance keeps its source
+  allocations and nova's own scheduler adds the destination's providers it
+  does not hold yet (``evacuate``); the source compute, back up, removes
+  its tree from the instance's allocations;
+* the scheduler lost mid-call (its process died): the conductor's call
+  times out and it rolls back as for a failure before compute
+  (``SchedulerUnreachable``).
+
+A server's request is its flavor (``flavor``: units per class, the classes
+a reconcile manages) with the classes in ``granular`` asked as one
+single-provider group each, plus ``extra`` groups (ports' bandwidth, PCI
+devices), which a resize keeps.
 
 Used by ``scheduler-ext simulate`` and by the tests.
 """
@@ -30,14 +51,21 @@ from typing import Callable, Mapping
 from oslo_log import log as logging
 
 from scheduler_ext import errors
-from scheduler_ext.placement import AllocationWrite, PlacementClient
+from scheduler_ext.placement import AllocationWrite, PlacementClient, allocations
 from scheduler_ext.moves.reconcile import InstanceState, MoveState
 from scheduler_ext.moves.request import MoveContext, ScheduleRequest, Selection
-from scheduler_ext.placement.query import CandidateRequest
+from scheduler_ext.lab.server_query import AvoidHosts, query
+from scheduler_ext.placement.query import RequestGroup
 
 LOG = logging.getLogger(__name__)
 
-Scheduler = Callable[[ScheduleRequest], list[list[Selection]]]
+#: select_destinations(request, ranking=None)
+Scheduler = Callable[..., list[list[Selection]]]
+
+
+class SchedulerUnreachable(errors.SchedulerExtError):
+    """The conductor's call to the scheduler failed without an answer (the
+    scheduler process died): the move was rolled back as nova does."""
 
 
 @dataclasses.dataclass
@@ -47,6 +75,9 @@ class Server:
     host: str
     moves: list[MoveState] = dataclasses.field(default_factory=list)
     alternates: list[Selection] = dataclasses.field(default_factory=list)
+    granular: tuple[str, ...] = ()
+    extra: tuple[RequestGroup, ...] = ()
+    forbidden: frozenset[str] = frozenset()
 
     @property
     def active(self) -> MoveState | None:
@@ -83,17 +114,20 @@ class NovaModel:
 
     def _request(self, server: Server, resources: Mapping[str, int],
                  move: MoveContext | None) -> ScheduleRequest:
-        return ScheduleRequest((server.uuid,), CandidateRequest(resources),
-                               self.project_id, self.user_id, move=move)
+        return ScheduleRequest((server.uuid,), query(
+            resources, server.granular, server.extra, server.forbidden),
+            self.project_id, self.user_id, move=move)
 
     # ---------------------------------------------------------- lifecycle
-    def boot(self, flavor: Mapping[str, int], server_uuid: str | None = None) -> Server:
+    def boot(self, flavor: Mapping[str, int], server_uuid: str | None = None,
+             granular: tuple[str, ...] = (),
+             extra: tuple[RequestGroup, ...] = (),
+             forbidden: frozenset[str] = frozenset()) -> Server:
         server_uuid = server_uuid or self._uuid()
-        req = ScheduleRequest((server_uuid,), CandidateRequest(flavor),
-                              self.project_id, self.user_id)
-        selections = self.scheduler(req)[0]
-        server = Server(server_uuid, dict(flavor), selections[0].root,
-                        alternates=selections[1:])
+        server = Server(server_uuid, dict(flavor), "", granular=granular,
+                        extra=extra, forbidden=forbidden)
+        selections = self.scheduler(self._request(server, flavor, None))[0]
+        server.host, server.alternates = selections[0].root, selections[1:]
         self.servers[server_uuid] = server
         return server
 
@@ -125,8 +159,12 @@ class NovaModel:
                              self.user_id, tuple(s.moves))
 
     def resize(self, server_uuid: str, flavor: Mapping[str, int],
-               allow_same_host: bool = True) -> MoveState:
-        """Conductor: swap to a migration, schedule; NoValidHost reverts."""
+               allow_same_host: bool = True,
+               conductor_dies: bool = False) -> MoveState:
+        """Conductor: swap to a migration, schedule; NoValidHost reverts.
+        ``conductor_dies``: the conductor process dies right after the swap
+        (the migration holds everything, the instance nothing; the move is
+        dead, nothing more is written) and the dead move is returned."""
         server = self.servers[server_uuid]
         if server.active:
             raise errors.InvalidRequest(
@@ -140,11 +178,13 @@ class NovaModel:
         server.moves.append(MoveState(migration, server.host, server.host,
                                       dict(server.flavor), dict(flavor), False))
         self._move_allocations(server.uuid, migration, "MIGRATION")
+        if conductor_dies:
+            return server.moves[-1]
         move = MoveContext(migration, server.host, dict(server.flavor),
                            allow_same_host)
         try:
             selections = self.scheduler(self._request(server, flavor, move))[0]
-        except errors.NoValidHost:
+        except (errors.NoValidHost, SchedulerUnreachable):
             self._move_allocations(migration, server.uuid, "INSTANCE")
             raise
         state = MoveState(migration, server.host, selections[0].root,
@@ -153,10 +193,10 @@ class NovaModel:
         server.alternates = selections[1:]
         return state
 
-    def migrate(self, server_uuid: str) -> MoveState:
+    def migrate(self, server_uuid: str, conductor_dies: bool = False) -> MoveState:
         """Cold migration: same flavor, never the same host."""
         return self.resize(server_uuid, self.servers[server_uuid].flavor,
-                           allow_same_host=False)
+                           allow_same_host=False, conductor_dies=conductor_dies)
 
     def _finish(self, server: Server, host: str, flavor: Mapping[str, int]) -> None:
         move = self._active(server)
@@ -223,6 +263,98 @@ class NovaModel:
         server.alternates = []
         return None
 
+    def fail_resize_instance(self, server_uuid: str) -> None:
+        """``resize_instance`` fails on the source: compute moves the
+        migration's allocations back; the server stays on its source with
+        its old flavor (in error)."""
+        server = self.servers[server_uuid]
+        move = self._active(server)
+        self._finish(server, move.source, move.old_resources)
+        self._revert_allocation(server, move)
+
+    def fail_finish_resize(self, server_uuid: str) -> None:
+        """``finish_resize`` fails on the destination: compute deletes the
+        migration's allocations (as a confirm); the server stays on the
+        destination with the new flavor (in error)."""
+        self.confirm(server_uuid)
+
+    def fail_revert(self, server_uuid: str) -> None:
+        """``revert_resize`` fails on the destination before anything is
+        moved back: nothing is written; the server stays on the destination
+        with the new flavor (in error), the migration in error."""
+        server = self.servers[server_uuid]
+        move = self._active(server)
+        self._finish(server, move.dest, move.new_resources)
+
+    def live_migrate(self, server_uuid: str, fail: bool = False) -> MoveState:
+        """The conductor moves the allocations to a migration and asks for
+        another host (no move context, the source ranked out); the move
+        completes at once (the migration's allocations deleted) or, with
+        ``fail``, rolls back (moved back to the instance). NoValidHost and
+        SchedulerUnreachable roll back before re-raising."""
+        server = self.servers[server_uuid]
+        migration = self._uuid()
+        self.migration_owner[migration] = server_uuid
+        server.moves.append(MoveState(migration, server.host, server.host,
+                                      dict(server.flavor), dict(server.flavor),
+                                      False))
+        self._move_allocations(server.uuid, migration, "MIGRATION")
+        try:
+            selections = self.scheduler(
+                self._request(server, server.flavor, None),
+                ranking=AvoidHosts({server.host}))[0]
+        except (errors.NoValidHost, SchedulerUnreachable):
+            self._move_allocations(migration, server.uuid, "INSTANCE")
+            raise
+        state = MoveState(migration, server.host, selections[0].root,
+                          dict(server.flavor), dict(server.flavor), True)
+        server.moves[-1] = state
+        if fail:
+            self.revert(server_uuid)
+        else:
+            self.confirm(server_uuid)
+        return state
+
+    def evacuate(self, server_uuid: str, pick: Scheduler) -> str:
+        """The source host is down; nova's own scheduler (``pick``: a
+        scheduler the request goes to with the instance's allocations moved
+        aside to a scratch consumer, so it claims as for a new consumer)
+        chooses another host; the instance then holds its source
+        allocations plus the destination's providers it does not hold yet
+        (nova's claim for an evacuation, which counts a sharing provider
+        once); the source compute, back up, removes its tree. Returns the
+        destination."""
+        server = self.servers[server_uuid]
+        migration = self._uuid()
+        self.migration_owner[migration] = server_uuid
+        old = allocations.copy(self.client.get_consumer(server.uuid).allocations)
+        self._move_allocations(server.uuid, migration, "MIGRATION")
+        try:
+            sel = pick(self._request(server, server.flavor, None),
+                       ranking=AvoidHosts({server.host}))[0][0]
+        except (errors.NoValidHost, SchedulerUnreachable):
+            self._move_allocations(migration, server.uuid, "INSTANCE")
+            raise
+        both = allocations.copy(old)
+        for rp, res in sel.allocations.items():
+            if rp not in both:
+                both[rp] = dict(res)
+        inst = self.client.get_consumer(server.uuid)
+        self.client.post_allocations({
+            migration: AllocationWrite({}, self.project_id, self.user_id,
+                                       self.client.get_consumer(migration).generation,
+                                       "MIGRATION"),
+            server.uuid: AllocationWrite(both, self.project_id, self.user_id,
+                                         inst.generation, "INSTANCE")})
+        source = server.host
+        server.host = sel.root
+        inst = self.client.get_consumer(server.uuid)
+        kept = {rp: res for rp, res in inst.allocations.items()
+                if self.client.get_provider(rp).root_provider_uuid != source}
+        self.client.put_allocations(server.uuid, AllocationWrite(
+            kept, self.project_id, self.user_id, inst.generation, "INSTANCE"))
+        return sel.root
+
     def delete(self, server_uuid: str) -> None:
         """Deleting a server in VERIFY_RESIZE confirms the resize first."""
         server = self.servers[server_uuid]
@@ -247,3 +379,4 @@ class NovaModel:
         return [InstanceState(s.uuid, s.host, dict(s.flavor), self.project_id,
                               self.user_id, tuple(s.moves))
                 for s in self.servers.values()]
+
