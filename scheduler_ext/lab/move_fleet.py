@@ -106,6 +106,12 @@ def build(client: PlacementClient, shape: Shape,
     return names
 
 
+def is_device(name: str) -> bool:
+    """Whether provider ``name`` is a device (a pGPU or a whole PCI
+    device): the old and new flavors of a move never share one."""
+    return "-pgpu" in name or "-pci" in name
+
+
 def port_group() -> RequestGroup:
     """A QoS port: its bandwidth from one NIC on the port's physnet."""
     return RequestGroup("port", {EGR: PORT_KBPS}, required=frozenset({PHYSNET}))

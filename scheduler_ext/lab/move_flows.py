@@ -23,8 +23,8 @@ FAILURES = ("", "resize_instance", "finish_resize", "conductor_dies")
 FORBIDDEN_TRAIT = move_fleet.FORBIDDEN
 ENDS = ("confirm", "revert", "revert_fails", "delete")
 #: where the scheduler process dies during the move's scheduling call:
-#: before its claim reaches placement, after it, after ours' real release
-KILL_POINTS = ("", "before_claim", "after_claim", "after_release")
+#: before its claim (its one write) reaches placement, or after it
+KILL_POINTS = ("", "before_claim", "after_claim")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,7 +17,9 @@ one reconcile, and returns every difference of ours from the expected
 end state (usage per provider and class, allocations per consumer role,
 provider and class), then ours' breaks of two rules checked on ours alone:
 during VERIFY_RESIZE on the same host the server holds, per provider and
-class, max(old, new), never more, never less; after the reconcile every
+class, max(old, new), never more, never less (but when the old or new
+allocations use a device, a pGPU or a PCI device: then as stock, the
+migration the old allocations, the instance the new flavor); after the reconcile every
 live server holds its flavor, its ports' bandwidth and its devices
 exactly once, on its host.
 
@@ -25,8 +27,8 @@ Where stock could not move the server and ours did (nova bug 1790204),
 the expected state is the new flavor on the host ours chose (on the same
 host: on the providers the old flavor held).
 
-``family`` names the KNOWN_OPEN entry (the review's findings, issue 33)
-that explains a flow's differences, or NEW.
+``family`` names the KNOWN_OPEN entry that explains a flow's differences,
+or NEW.
 """
 
 from __future__ import annotations
@@ -116,34 +118,19 @@ def _diff(prefix: str, want: Mapping[str, Mapping[str, int]],
                 yield Difference(prefix + p, rc, e, a)
 
 
-#: The differences the oracle finds that the review's findings (issue 33)
-#: explain, by finding, each with the family of differences it produces
-#: (``family``). Each family is also pinned by a minimal flow in
-#: tests/functional/test_move_oracle.py (KNOWN_OPEN_FLOWS), which fails
-#: once the finding is fixed (stale entry); a difference of no family here
-#: fails the property test.
+#: The differences from stock the oracle still finds, each a departure by
+#: design (the review's findings of issue 33 are fixed and left none), with
+#: the family of differences it produces (``family``). Each family is also
+#: pinned by a minimal flow in tests/functional/test_move_oracle.py
+#: (KNOWN_OPEN_FLOWS), which fails once it goes (stale entry); a
+#: difference of no family here fails the property test.
 KNOWN_OPEN: dict[str, str] = {
-    "2": "the scheduler dies right after a real release: nothing restores "
-         "the released allocations (journal recovery never runs); the next "
-         "boot may take the space and leave the server short, or the "
-         "reconcile re-creates them on another sharing provider",
-    "1": "same host, two sharing providers: the disk moves to the other "
-         "sharing provider (the same-host candidate built from placement's "
-         "answer, not pinned to the old providers)",
-    "4/5": "ours finds no host where stock finds one (the placement source "
-           "misses a class only a sharing provider supplies; an unnumbered "
-           "vGPU kept on its old holder)",
-    "3": "a port's bandwidth (or a PCI device) held twice by a live server "
-         "after the final reconcile: reconcile sums the classes no flavor "
-         "names over instance and migration",
-    "8": "a port's bandwidth (or a PCI device) lost by a live server: "
-         "reconcile keeps only the instance's own classes no flavor names "
-         "when the instance holds nothing (a dead move's migration holds "
-         "them)",
-    "5/6": "same host, device or shared disk: a vGPU or a DISK_GB on another "
-           "provider of the server's host than stock puts it (ours keeps a "
-           "class on its old holder; stock claims beside it; reconcile "
-           "after a revert takes the largest holder)",
+    "shared-disk": "by design, no finding (finding 1 is fixed: ours pins the "
+                   "same-host candidate to the old providers): same host, two "
+                   "sharing providers; stock claims the new disk beside the old "
+                   "on the sharing provider with most free, so after confirm "
+                   "stock's allocation is on a provider the disk is not on; "
+                   "ours keeps it on the provider holding the disk",
     "window": "by design, no finding: ours' scheduler died right after its "
               "same-host claim (max(old, new)); nova's rollback finds the "
               "migration empty and leaves it; the next boot, before the "
@@ -160,35 +147,23 @@ def family(stock: Outcome, ours: Outcome, diffs: Sequence[Difference]) -> str:
     """The KNOWN_OPEN key explaining ``diffs``, or ``"NEW"``."""
     if not diffs:
         return ""
-    if ours.move_result == "NoValidHost" and stock.move_result == "ok":
-        return "4/5"
-    if ours.killed and ours.released:
-        return "2"
     if ours.killed == "after_claim" and ours.decisions and \
             ours.decisions[-1] is None and stock.decisions[-1] is not None:
         return "window"
     if _decisions_differ(stock, ours):
         return "decision"
-    unmanaged = ("NET_BW_EGR_KILOBIT_PER_SEC", "CUSTOM_PCI_ORACLE_DEV")
-    held = [d for d in diffs if d.where.startswith("held")]
-    if held and all(d.rc in unmanaged for d in held) and \
-            all(d.actual < d.expected for d in held) and len(held) == len(diffs):
-        return "8"
-    summed = [d for d in diffs if d.where.startswith(("held", "verify"))]
-    if summed and all(d.rc in unmanaged and d.actual > d.expected for d in summed):
-        return "3"
-    where = {d.where.split()[-1] for d in diffs}
-    if ours.same_host and all(d.rc in ("VGPU", "DISK_GB") for d in diffs) and \
-            all("pgpu" in w or w.startswith("ss") or w.startswith("h") for w in where):
-        balanced: dict[tuple[str, str], int] = {}
+    if ours.same_host and stock.same_host and all(
+            d.rc == "DISK_GB" and d.where.startswith(("usage ss", "s"))
+            and d.where.split()[-1].startswith("ss") for d in diffs):
+        moved: dict[str, int] = {}
         for d in diffs:
             if d.where.startswith("usage"):
-                key = (d.rc, "")
-                balanced[key] = balanced.get(key, 0) + d.actual - d.expected
-        if not any(balanced.values()):
-            on_shared_disk = all(d.rc == "DISK_GB" and d.where.split()[-1].startswith("ss")
-                                 for d in diffs)
-            return "1" if on_shared_disk else "5/6"
+                moved[d.rc] = moved.get(d.rc, 0) + d.actual - d.expected
+        # ours holds the disk only where the server's disk was
+        kept = {d.where.split()[-1] for d in diffs if d.actual > 0} <= \
+            {p for p, r in ours.mover_before.items() if r.get("DISK_GB")}
+        if not any(moved.values()) and kept:
+            return "shared-disk"
     return "NEW"
 
 
@@ -213,8 +188,7 @@ def compare(flow: Flow, new_client: Callable[[], PlacementClient]
     point), each on a fresh placement from ``new_client``; returns
     (differences, stock's outcome, ours')."""
     ours = run_flow(flow, OURS, new_client())
-    stock_kill = {"": "", "after_release": "before_claim"}.get(ours.killed, ours.killed)
-    stock = run_flow(flow, STOCK, new_client(), kill=stock_kill,
+    stock = run_flow(flow, STOCK, new_client(), kill=ours.killed,
                      follow=ours.decisions, next_boot=bool(ours.killed))
     return differences(flow, stock, ours), stock, ours
 

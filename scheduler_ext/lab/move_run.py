@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import tempfile
 import uuid as uuidlib
 from typing import Any, Mapping, Sequence
 
@@ -53,7 +52,6 @@ class Outcome:
     same_host: bool
     final_flavor_new: bool       # the mover ended with the new flavor
     killed: str                  # the kill point reached ("" none)
-    released: bool               # ours really released during the move
     decisions: list[Any]         # each scheduling call's selections
     move_call: int               # the index of the move's call (-1: none)
     source: str                  # the mover's host (uuid) when it moved
@@ -77,13 +75,13 @@ class FlowRun:
     roles (``s<i>``, ``s<i>.m<k>``)."""
 
     def __init__(self, flow: Flow, strategy: str, client: PlacementClient,
-                 journal: str, kill: str, follow: Sequence[Any] | None):
+                 kill: str, follow: Sequence[Any] | None):
         self.flow, self.strategy, self.client = flow, strategy, client
         self.names = move_fleet.build(client, flow.shape, flow.vcpus)
         rng = random.Random(7)
-        self.sched = Scheduler(client, strategy, flow.engine, journal, kill, follow)
+        self.sched = Scheduler(client, strategy, flow.engine, kill, follow)
         #: nova's own scheduler (an evacuation is never ours: see the adapter)
-        self.stock_nova = Scheduler(client, STOCK, flow.engine, journal, "", follow)
+        self.stock_nova = Scheduler(client, STOCK, flow.engine, "", follow)
         # its calls are numbered with ours (the other run follows both)
         self.stock_nova.decisions = self.sched.decisions
         self.model = NovaModel(client, self.sched.select, uuid_factory=lambda: str(
@@ -114,7 +112,7 @@ class FlowRun:
         """The move, its failures and its end; then, after a scheduler
         death (or when ``next_boot`` says so: the other run's scheduler
         died), the next boot on the restarted scheduler before any
-        reconcile (it must not take what the dead one released)."""
+        reconcile."""
         flow, sched, model = self.flow, self.sched, self.model
         sched.dying.armed = True
         if flow.source_last:
@@ -155,30 +153,29 @@ def run_flow(flow: Flow, strategy: str, client: PlacementClient,
     ``follow``: another run's decisions, preferred call by call;
     ``next_boot``: boot the next server after the move (None: when this
     run's scheduler died)."""
-    with tempfile.TemporaryDirectory(prefix="oracle-journal-") as journal:
-        run = FlowRun(flow, strategy, client, journal,
-                      flow.kill if kill is None else kill, follow)
-        run.boot_all()
-        mover, model = run.mover, run.model
-        result, before = "no server", {}
-        verify: list[Difference] = []
-        old_flavor = flavor_of(flow.servers[flow.mover], flow.shape)[0]
-        new_flavor = flavor_of(flow.new, flow.shape)[0] if flow.move == "resize" \
-            else dict(old_flavor)
-        move_call, source = -1, ""
-        if mover is not None:
-            move_call, source = len(run.sched.decisions), mover.host
-            before = _names(run.names, client.get_consumer(mover.uuid).allocations)
-            result, verify = run.play(mover, new_flavor, before, next_boot)
-        Reconciler(client).run(model.states(), apply=True)
-        usages, consumers = run.end_state()
-        held = _held(client, run.names, model, run.roles)
+    run = FlowRun(flow, strategy, client,
+                  flow.kill if kill is None else kill, follow)
+    run.boot_all()
+    mover, model = run.mover, run.model
+    result, before = "no server", {}
+    verify: list[Difference] = []
+    old_flavor = flavor_of(flow.servers[flow.mover], flow.shape)[0]
+    new_flavor = flavor_of(flow.new, flow.shape)[0] if flow.move == "resize" \
+        else dict(old_flavor)
+    move_call, source = -1, ""
+    if mover is not None:
+        move_call, source = len(run.sched.decisions), mover.host
+        before = _names(run.names, client.get_consumer(mover.uuid).allocations)
+        result, verify = run.play(mover, new_flavor, before, next_boot)
+    Reconciler(client).run(model.states(), apply=True)
+    usages, consumers = run.end_state()
+    held = _held(client, run.names, model, run.roles)
     live = mover is not None and mover.uuid in model.servers
     same = bool(mover and mover.moves and result == "ok"
                 and mover.moves[-1].source == mover.moves[-1].dest)
     return Outcome(usages, consumers, result, same,
                    live and mover is not None and mover.flavor == new_flavor != old_flavor,
-                   run.sched.dying.reached, run.sched.dying.released,
+                   run.sched.dying.reached,
                    run.sched.decisions, move_call, source, verify, held, before,
                    new_flavor if live else {})
 
@@ -223,7 +220,7 @@ def _move(flow: Flow, model: NovaModel, uuid: str, new_flavor: dict[str, int],
         state = model.state_of(uuid)
         assert state is not None
         Reconciler(client).run([state], apply=True)
-    if move.source == move.dest and strategy == OURS and not flow.shape.pci and (
+    if move.source == move.dest and strategy == OURS and (
             flow.verify_reconcile or not flow.prep_failures):
         verify = _verify_same_host(client, names, before, uuid, move)
     if flow.end == "confirm":
@@ -273,10 +270,15 @@ def _verify_same_host(client: PlacementClient, names: Mapping[str, str],
     """During VERIFY_RESIZE on the same host: per provider and class the
     server (instance and migration) holds max(old, new) of a flavor class
     on the provider that held it, a class only the new flavor has once,
-    and every other class exactly as before."""
-    held = _names(names, allocations.total(
-        client.get_consumer(uuid).allocations,
-        client.get_consumer(move.migration_uuid).allocations))
+    and every other class exactly as before. When the old or the new
+    allocations use a device (``move_fleet.is_device``: nova gives the new
+    flavor new devices), the server holds what stock holds instead
+    (``_verify_beside_old``)."""
+    instance = _names(names, client.get_consumer(uuid).allocations)
+    migration = _names(names, client.get_consumer(move.migration_uuid).allocations)
+    if any(map(move_fleet.is_device, [*old, *instance])):
+        return _verify_beside_old(old, instance, migration, move)
+    held = _names(names, allocations.total(instance, migration))
     need = {rp: dict(res) for rp, res in old.items()}
     for rc in set(move.old_resources) | set(move.new_resources):
         want = max(move.old_resources.get(rc, 0), move.new_resources.get(rc, 0))
@@ -294,3 +296,27 @@ def _verify_same_host(client: PlacementClient, names: Mapping[str, str],
                 out.append(Difference(f"verify {rp}", rc, e, a))
     return out
 
+
+
+def _verify_beside_old(old: dict[str, dict[str, int]],
+                       instance: dict[str, dict[str, int]],
+                       migration: dict[str, dict[str, int]],
+                       move: MoveState) -> list[Difference]:
+    """A same-host resize using a device, as stock holds it during
+    VERIFY_RESIZE: the migration exactly the old allocations, the instance
+    the new flavor (and the old classes no flavor names) once per class
+    (where on the host is compared with stock's end state)."""
+    out = [Difference(f"verify migration {rp}", rc, old.get(rp, {}).get(rc, 0),
+                      migration.get(rp, {}).get(rc, 0))
+           for rp in sorted(set(old) | set(migration))
+           for rc in sorted(set(old.get(rp, {})) | set(migration.get(rp, {})))
+           if old.get(rp, {}).get(rc, 0) != migration.get(rp, {}).get(rc, 0)]
+    flavor = set(move.old_resources) | set(move.new_resources)
+    want = dict(move.new_resources)
+    for rc, n in allocations.class_totals(old).items():
+        if rc not in flavor:
+            want[rc] = n
+    have = allocations.class_totals(instance)
+    out += [Difference("verify instance", rc, want.get(rc, 0), have.get(rc, 0))
+            for rc in sorted(set(want) | set(have)) if want.get(rc, 0) != have.get(rc, 0)]
+    return out

@@ -38,8 +38,6 @@ class DyingClient:
         self._client, self.kill, self.dead, self.reached = client, kill, False, ""
         #: the kill point is live (during the move's scheduling call only)
         self.armed = False
-        #: a real release was written during the armed call
-        self.released = False
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._client, name)
@@ -53,7 +51,6 @@ class DyingClient:
             if kind and self.kill == f"before_{kind}":
                 self._die(kind)
             result = attr(*a, **kw)
-            self.released = self.released or kind == "release"
             if kind and self.kill == f"after_{kind}":
                 self._die(kind)
             return result
@@ -65,16 +62,14 @@ class DyingClient:
 
 
 def _write_kind(method: str, args: Sequence[Any]) -> str:
-    """``claim`` (a write giving an instance allocations), ``release``
-    (every consumer emptied) or "" (not a write, or another write)."""
+    """``claim`` (a write giving an instance allocations: ours' one write
+    during a move) or "" (not a write, or another write)."""
     if method == "post_allocations":
         writes = args[0]
     elif method == "put_allocations":
         writes = {args[0]: args[1]}
     else:
         return ""
-    if all(not w.allocations for w in writes.values()):
-        return "release"
     if any(w.allocations and w.consumer_type == "INSTANCE" for w in writes.values()):
         return "claim"
     return ""
@@ -118,22 +113,19 @@ class Scheduler:
     decisions) each call ranks by them (``Follow``)."""
 
     def __init__(self, client: PlacementClient, strategy: str, engine: str,
-                 journal_dir: str, kill: str, follow: Sequence[Any] | None = None):
+                 kill: str, follow: Sequence[Any] | None = None):
         self.decisions: list[Any] = []
         self.follow = follow
         #: the ranking of the move's call (nova's weighers), if any
         self.move_ranking: Any = None
         self.client = client
-        self.conf = se_driver.make_conf(move_strategy=strategy, engine=engine,
-                                        release_journal_dir=journal_dir)
+        self.conf = se_driver.make_conf(move_strategy=strategy, engine=engine)
         self.dying = DyingClient(client, kill)
         self.driver = self._start(cast(PlacementClient, self.dying))
         self.restarts = 0
 
     def _start(self, client: PlacementClient) -> se_driver.SchedulerDriver:
-        """A new scheduler process: the driver as the service builds it,
-        with whatever its construction recovers (the release journal's
-        recovery, issue 33 finding 2, must run here or be called here)."""
+        """A new scheduler process: the driver as the service builds it."""
         return se_driver.SchedulerDriver(client, self.conf)
 
     def select(self, request: Any, ranking: Any = None) -> Any:

@@ -1,13 +1,12 @@
 """The embedded placement with placement's ``GET /allocation_candidates``,
 answered by the plain-Python reference (``reference``, held to placement
-16.0.0 by the parity tests): so the placement candidate source, and the
-real-release path of a move, run without a placement service (the move
-oracle's sweeps, ``move_oracle``)."""
+16.0.0 by the parity tests): so the placement candidate source runs
+without a placement service (the move oracle's sweeps, ``move_oracle``)."""
 
 from __future__ import annotations
 
 from scheduler_ext.lab.reference import Reference, from_snapshot
-from scheduler_ext.placement import EmbeddedPlacement
+from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.placement.query import CandidateRequest
 
 

@@ -2,8 +2,7 @@
 
 Generated flows (hypothesis: a failure shrinks to a minimal flow) run with
 stock and with ours on the embedded placement (with placement's candidates
-from the reference, so the placement source and the real release run
-too); every difference must be
+from the reference, so the placement source runs too); every difference must be
 one KNOWN_OPEN explains, and each known family is pinned by a minimal
 flow that fails once it is fixed (then drop the entry). ORACLE_FLOWS sets
 the number of generated flows (default 300); the long sweeps are
@@ -89,28 +88,6 @@ def test_same_host_verify_resize_holds_max_of_old_and_new_per_provider():
 
 #: one minimal flow per KNOWN_OPEN family, with its exact differences
 KNOWN_OPEN_FLOWS = {
-    # finding 3: ours picks the other host, prep_resize fails there, the
-    # conductor reschedules onto the source (instance new + migration old,
-    # each with the port); the VERIFY_RESIZE reconcile sums the port
-    "3": (_flow(Shape(hosts=2, qos=True), (8, 8), (mo.ServerSpec(2, 10, port=True),),
-                mo.ServerSpec(4, 10, port=True), prep_failures=1, source_last=True),
-          ["usage h0-nic NET_BW_EGR_KILOBIT_PER_SEC: expected 1000, got 2000",
-           "s0 h0-nic NET_BW_EGR_KILOBIT_PER_SEC: expected 1000, got 2000",
-           "verify h0-nic NET_BW_EGR_KILOBIT_PER_SEC: expected 1000, got 2000",
-           "held s0 NET_BW_EGR_KILOBIT_PER_SEC: expected 1000, got 2000"]),
-    # finding 8: the conductor dies after moving everything to the
-    # migration; reconcile gives the instance its flavor but drops the port
-    "8": (_flow(Shape(hosts=1, qos=True), (4,), (mo.ServerSpec(2, 10, port=True),),
-                mo.ServerSpec(2, 10, port=True), failure="conductor_dies"),
-          ["held s0 NET_BW_EGR_KILOBIT_PER_SEC: expected 1000, got 0"]),
-    # finding 5: the new vGPU stays on the old pGPU; stock claims beside it
-    "5/6": (_flow(Shape(hosts=1, vgpu="granular"), (8,),
-                  (mo.ServerSpec(2, 10, vgpu=2),), mo.ServerSpec(2, 10, vgpu=1)),
-            ["usage h0-pgpu0 VGPU: expected 0, got 1",
-             "usage h0-pgpu1 VGPU: expected 1, got 0",
-             "s0 h0-pgpu0 VGPU: expected 0, got 1",
-             "s0 h0-pgpu1 VGPU: expected 1, got 0"]),
-
     # no finding: the over-hold window of a failed same-host resize seen
     # by the next boot before the reconcile
     "window": (_flow(Shape(hosts=1), (2,), (mo.ServerSpec(1, 10),),
@@ -121,36 +98,70 @@ KNOWN_OPEN_FLOWS = {
                 "s1 h0 DISK_GB: expected 10, got 0",
                 "s1 h0 MEMORY_MB: expected 1024, got 0",
                 "s1 h0 VCPU: expected 1, got 0"]),
-    # finding 1: two sharing providers; the same-host candidate comes from
-    # placement's answer, which puts the disk on the other one
-    "1": (_flow(Shape(hosts=1, sharing=2, local_disk=False), (8,),
-                (mo.ServerSpec(2, 20),), mo.ServerSpec(4, 40), engine="placement"),
-          ["usage ss0 DISK_GB: expected 40, got 0",
-           "usage ss1 DISK_GB: expected 0, got 40",
-           "s0 ss0 DISK_GB: expected 40, got 0",
-           "s0 ss1 DISK_GB: expected 0, got 40"]),
-    # finding 2: killed right after the real release; the next boot takes
-    # the space, reconcile cannot give the server its flavor back
-    "2": (_flow(Shape(hosts=1), (2,), (mo.ServerSpec(2, 20),), mo.ServerSpec(1, 20),
-                forbid=True, kill="after_release", engine="placement"),
-          ["s0 h0 DISK_GB: expected 20, got 0",
-           "s0 h0 MEMORY_MB: expected 1024, got 0",
-           "s0 h0 VCPU: expected 2, got 0",
-           "s1 h0 DISK_GB: expected 0, got 20",
-           "s1 h0 MEMORY_MB: expected 0, got 1024",
-           "s1 h0 VCPU: expected 0, got 2",
-           "held s0 DISK_GB: expected 20, got 0",
-           "held s0 MEMORY_MB: expected 1024, got 0",
-           "held s0 VCPU: expected 2, got 0"]),
-    # finding 4: boot from volume, resized to a disk flavor on a host whose
-    # disk is only shared: the placement source finds no host
-    "4/5": (_flow(Shape(hosts=1, sharing=1, local_disk=False), (8,),
-                  (mo.ServerSpec(2, 0),), mo.ServerSpec(4, 20), engine="placement"),
-            ["usage h0 VCPU: expected 4, got 2",
-             "usage ss0 DISK_GB: expected 20, got 0",
-             "s0 h0 VCPU: expected 4, got 2",
-             "s0 ss0 DISK_GB: expected 20, got 0"]),
+    # no finding: two sharing providers; stock claims the new disk on the
+    # freer one, ours keeps it on the one holding the disk
+    "shared-disk": (_flow(Shape(hosts=1, sharing=2, local_disk=False), (8,),
+                          (mo.ServerSpec(2, 20),), mo.ServerSpec(4, 40),
+                          engine="placement"),
+                    ["usage ss0 DISK_GB: expected 0, got 40",
+                     "usage ss1 DISK_GB: expected 40, got 0",
+                     "s0 ss0 DISK_GB: expected 0, got 40",
+                     "s0 ss1 DISK_GB: expected 40, got 0"]),
 }
+
+#: the review's findings (issue 33) the oracle saw on 4cc6d1b, each by its
+#: minimal flow: fixed on main, each ends where stock ends
+FIXED_FLOWS = {
+    # finding 3: ours picks the other host, prep_resize fails there, the
+    # conductor reschedules onto the source (instance new + migration old,
+    # each with the port): the port's bandwidth is held once
+    "3": _flow(Shape(hosts=2, qos=True), (8, 8), (mo.ServerSpec(2, 10, port=True),),
+               mo.ServerSpec(4, 10, port=True), prep_failures=1, source_last=True),
+    # finding 8: the conductor dies after moving everything to the
+    # migration; reconcile keeps the port on the NIC
+    "8": _flow(Shape(hosts=1, qos=True), (4,), (mo.ServerSpec(2, 10, port=True),),
+               mo.ServerSpec(2, 10, port=True), failure="conductor_dies"),
+    # finding 5: a same-host vGPU resize claims the new vGPU beside the old
+    "5": _flow(Shape(hosts=1, vgpu="granular"), (8,),
+               (mo.ServerSpec(2, 10, vgpu=2),), mo.ServerSpec(2, 10, vgpu=1)),
+    # finding 1: the same-host candidate of the placement source is pinned
+    # (a flavor forbidding a trait: a query only placement answers)
+    "1": _flow(Shape(hosts=1), (2,), (mo.ServerSpec(2, 20),), mo.ServerSpec(1, 20),
+               forbid=True, engine="placement"),
+    # finding 4: boot from volume, resized to a disk flavor on a host whose
+    # disk is only shared: the placement source finds the source
+    "4": _flow(Shape(hosts=1, sharing=1, local_disk=False), (8,),
+               (mo.ServerSpec(2, 0),), mo.ServerSpec(4, 20), engine="placement"),
+}
+
+
+@pytest.mark.parametrize("finding", sorted(FIXED_FLOWS))
+def test_fixed_finding_ends_where_stock_ends(finding):
+    diffs, _, _ = mo.compare(FIXED_FLOWS[finding], ReferencePlacement)
+    assert list(map(str, diffs)) == []
+
+
+def test_qos_reschedule_onto_the_source_holds_the_port_once_after_confirm():
+    """Finding 3: the NIC holds the port's bandwidth once, not twice."""
+    diffs, stock, ours = mo.compare(FIXED_FLOWS["3"], ReferencePlacement)
+    assert ours.same_host and stock.same_host
+    assert ours.usages["h0-nic"] == {"NET_BW_EGR_KILOBIT_PER_SEC": 1000}
+    assert ours.consumers["s0"]["h0-nic"] == {"NET_BW_EGR_KILOBIT_PER_SEC": 1000}
+    assert diffs == []
+
+
+def test_vgpu_same_host_resize_holds_the_new_vgpu_beside_the_old_like_stock():
+    """Finding 5: during VERIFY_RESIZE the migration holds the old vGPUs,
+    the instance the new one (no max(old, new) for a device); after
+    confirm the server holds the new vGPU where stock holds it."""
+    diffs, stock, ours = mo.compare(FIXED_FLOWS["5"], ReferencePlacement)
+    assert ours.same_host and ours.verify == [] and diffs == []
+    assert ours.consumers["s0"] == stock.consumers["s0"]
+    assert allocations_vgpu(ours.consumers["s0"]) == 1
+
+
+def allocations_vgpu(allocs):
+    return sum(r.get("VGPU", 0) for r in allocs.values())
 
 
 def _assert_still_there(family, new_client):
@@ -171,10 +182,16 @@ def test_known_open_difference_is_still_there(family):
     _assert_still_there(family, ReferencePlacement)
 
 
-@pytest.mark.parametrize("family", ["1", "2", "4/5"])
-def test_known_open_difference_on_real_placement_is_still_there(real_client, family):
+def test_known_open_difference_on_real_placement_is_still_there(real_client):
     """The same on a real placement 16.0.0 (its own candidates)."""
-    _assert_still_there(family, lambda: move_oracle_sweep.empty(real_client))
+    _assert_still_there("shared-disk", lambda: move_oracle_sweep.empty(real_client))
+
+
+@pytest.mark.parametrize("finding", ["1", "4"])
+def test_fixed_finding_on_real_placement_ends_where_stock_ends(real_client, finding):
+    diffs, _, _ = mo.compare(FIXED_FLOWS[finding],
+                             lambda: move_oracle_sweep.empty(real_client))
+    assert list(map(str, diffs)) == []
 
 
 def test_every_known_open_family_is_pinned():
