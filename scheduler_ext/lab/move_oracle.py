@@ -35,11 +35,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
+from scheduler_ext.lab import move_fleet
 from scheduler_ext.lab.move_flows import (ENDS, FAILURES, KILL_POINTS, MOVES, Flow,
                                           ServerSpec, draw_flow, flavor_of,
                                           random_flow)
 from scheduler_ext.lab.move_run import OURS, STOCK, Difference, Outcome, run_flow
-from scheduler_ext.placement import PlacementClient, allocations
+from scheduler_ext.placement import DEVICE_CLASSES, PlacementClient, allocations
 
 __all__ = ["ENDS", "FAILURES", "KILL_POINTS", "KNOWN_OPEN", "MOVES", "Difference",
            "Flow", "Outcome", "ServerSpec", "compare", "differences", "draw_flow",
@@ -131,6 +132,15 @@ KNOWN_OPEN: dict[str, str] = {
                    "on the sharing provider with most free, so after confirm "
                    "stock's allocation is on a provider the disk is not on; "
                    "ours keeps it on the provider holding the disk",
+    "evacuate-shared-disk": "stock's, no finding of ours: an evacuation "
+                            "(always nova's own scheduler) onto another host "
+                            "of an aggregate with two sharing providers "
+                            "claims the disk on the freer one and keeps the "
+                            "old, so the server holds its disk twice, in "
+                            "both runs; the reconcile cannot derive which "
+                            "sharing provider holds the disk, so it reports "
+                            "the instance and writes nothing (placing."
+                            "Uncertain), and the held-once rule breaks",
     "window": "by design, no finding: ours' scheduler died right after its "
               "same-host claim (max(old, new)); nova's rollback finds the "
               "migration empty and leaves it; the next boot, before the "
@@ -152,6 +162,9 @@ def family(stock: Outcome, ours: Outcome, diffs: Sequence[Difference]) -> str:
         return "window"
     if _decisions_differ(stock, ours):
         return "decision"
+    if all(d.where.startswith("held ") and d.rc == "DISK_GB" for d in diffs) and \
+            sorted(map(str, stock.held)) == sorted(map(str, diffs)):
+        return "evacuate-shared-disk"
     if ours.same_host and stock.same_host and all(
             d.rc == "DISK_GB" and d.where.startswith(("usage ss", "s"))
             and d.where.split()[-1].startswith("ss") for d in diffs):
@@ -167,17 +180,23 @@ def family(stock: Outcome, ours: Outcome, diffs: Sequence[Difference]) -> str:
     return "NEW"
 
 
+_DEVICE_CLASSES = DEVICE_CLASSES | {move_fleet.PCI}
+
+
 def _decisions_differ(stock: Outcome, ours: Outcome) -> bool:
     """Stock could not follow ours: another host at some call, or other
-    providers for the host chosen (but for the move's call on its source,
-    where the allocations differ by design: ours pins the same host's)."""
+    providers for a host chosen or offered as an alternate (the conductor
+    claims an alternate as given), but for the source in the move's call,
+    where the allocations differ by design (ours pins the same host's)
+    except on devices (new beside the old, as stock: which device is the
+    engine's pick, or placement's order, for stock)."""
     def picks(o: Outcome, i: int, d: Any) -> Any:
         if not d:
             return None
-        roots = tuple(s.root for s in d)
-        if i == o.move_call and d[0].root == o.source:
-            return roots
-        return roots, sorted(allocations.copy(d[0].allocations).items())
+        return [(s.root, sorted(
+            (rp, res) for rp, res in allocations.copy(s.allocations).items()
+            if not (i == o.move_call and s.root == o.source)
+            or set(res) & _DEVICE_CLASSES)) for s in d]
     return [picks(stock, i, d) for i, d in enumerate(stock.decisions)] != \
         [picks(ours, i, d) for i, d in enumerate(ours.decisions)]
 

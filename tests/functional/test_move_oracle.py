@@ -98,6 +98,13 @@ KNOWN_OPEN_FLOWS = {
                 "s1 h0 DISK_GB: expected 10, got 0",
                 "s1 h0 MEMORY_MB: expected 1024, got 0",
                 "s1 h0 VCPU: expected 1, got 0"]),
+    # stock's: an evacuation with two sharing providers holds the disk on
+    # both, in both runs; the reconcile reports it (which one holds the
+    # disk cannot be derived)
+    "evacuate-shared-disk": (mo.Flow(Shape(hosts=2, sharing=2, local_disk=False), (4, 4),
+                                     (mo.ServerSpec(1, 10),), 0, "evacuate",
+                                     mo.ServerSpec(1, 10)),
+                             ["held s0 DISK_GB: expected 10, got 20"]),
     # no finding: two sharing providers; stock claims the new disk on the
     # freer one, ours keeps it on the one holding the disk
     "shared-disk": (_flow(Shape(hosts=1, sharing=2, local_disk=False), (8,),

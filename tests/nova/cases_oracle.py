@@ -1,11 +1,12 @@
-"""The move oracle's vGPU rule in nova 34's own functional harness
+"""The move oracle's device rule in nova 34's own functional harness
 (``scheduler_ext.lab.move_oracle``), built with nova's helpers (the
-libvirt driver with nova's fake libvirt, pGPU child providers): a server
-with a vGPU resized on its one host holds, during VERIFY_RESIZE, per pGPU
-the larger of its old and new vGPU count, on the pGPU its vGPU was on, and
-after confirm or revert its one vGPU there. And a server with QoS ports
-rescheduled onto its source holds each port's bandwidth once, as stock
-nova does (issue 33, finding 3). Run by ``test_nova_functional.py``."""
+libvirt driver with nova's fake libvirt, pGPU child providers), each run
+with ours and with nova's own scheduler: a server with a vGPU resized on
+its one host holds, during VERIFY_RESIZE, the new vGPU beside the old one,
+as stock nova does (issue 33, finding 5); after confirm the new one, after
+revert the old one on its pGPU. And a server with QoS ports rescheduled
+onto its source holds each port's bandwidth once, as stock nova does
+(finding 3). Run by ``test_nova_functional.py``."""
 
 from unittest import mock
 
@@ -22,7 +23,12 @@ from tests.nova.harness import PasteConfigMixin
 IMAGE = "155d900f-4e14-4e4c-a73d-069cbf4541e6"
 
 
-class VGPUSameHostResizeSchedulerExt(EngineOnly, test_vgpu.VGPUTestBase):
+class _VGPUSameHostResize:
+    """A server with one vGPU resized on its one host (two pGPUs): nova
+    gives the new flavor a new vGPU beside the old one, so during
+    VERIFY_RESIZE the old pGPU keeps the old vGPU and one more is in use
+    (on either pGPU: placement's candidate order decides); confirm frees
+    the old one, revert the new one."""
 
     def setUp(self):
         super().setUp()
@@ -51,20 +57,37 @@ class VGPUSameHostResizeSchedulerExt(EngineOnly, test_vgpu.VGPUTestBase):
         before = self._vgpu_used()
         self.assertEqual([1], list(before.values()))
         self._resize_server(server, self.bigger)    # host1 is the only host
-        # VERIFY_RESIZE on the same host: max(1, 1) on the old pGPU
-        self.assertEqual(before, self._vgpu_used())
-        return server, before
+        # VERIFY_RESIZE on the same host: the new vGPU beside the old one
+        during = self._vgpu_used()
+        self.assertEqual(2, sum(during.values()))
+        (old_pgpu,) = before
+        self.assertGreaterEqual(during.get(old_pgpu, 0), 1)
+        return server, before, during
 
-    def test_same_host_resize_then_confirm_keeps_the_vgpu_on_its_pgpu(self):
-        server, before = self._resized_in_place()
+    def test_same_host_resize_then_confirm_keeps_the_new_vgpu(self):
+        server, before, during = self._resized_in_place()
         self._confirm_resize(server)
-        self.assertEqual(before, self._vgpu_used())
+        after = self._vgpu_used()
+        self.assertEqual(1, sum(after.values()))
+        (old_pgpu,) = before
+        new = dict(during, **{old_pgpu: during[old_pgpu] - 1})
+        self.assertEqual({rp: n for rp, n in new.items() if n}, after)
 
-    def test_same_host_resize_then_revert_keeps_the_vgpu_on_its_pgpu(self):
-        server, before = self._resized_in_place()
+    def test_same_host_resize_then_revert_keeps_the_old_vgpu_on_its_pgpu(self):
+        server, before, _ = self._resized_in_place()
         self._revert_resize(server)
         self._wait_for_state_change(server, "ACTIVE")
         self.assertEqual(before, self._vgpu_used())
+
+
+class VGPUSameHostResizeSchedulerExt(EngineOnly, _VGPUSameHostResize,
+                                     test_vgpu.VGPUTestBase):
+    __doc__ = _VGPUSameHostResize.__doc__
+
+
+class StockVGPUSameHostResize(PasteConfigMixin, _VGPUSameHostResize,
+                              test_vgpu.VGPUTestBase):
+    """The same with nova's own scheduler: the oracle."""
 
 
 class _QoSPortRescheduleOntoSource:

@@ -251,25 +251,22 @@ def test_same_host_finish_resize_failure_holds_what_nova_holds(nova_results):
     _assert_all_pass(nova_results, "SameHostFinishResizeFailure", at_least=2)
 
 
-def test_vgpu_same_host_resize_holds_max_of_old_and_new_on_the_old_pgpu(nova_results):
-    """The move oracle's rule in nova's harness (``cases_oracle``): during
-    VERIFY_RESIZE on the one host the pGPU holds max(old, new) of the
-    server's vGPU, the old pGPU keeps it after confirm and after revert."""
+def test_vgpu_same_host_resize_holds_the_new_vgpu_beside_the_old_as_stock(nova_results):
+    """The move oracle's device rule in nova's harness (``cases_oracle``):
+    during VERIFY_RESIZE on the one host the new vGPU beside the old one,
+    after confirm the new one, after revert the old one on its pGPU; ours
+    and nova's own scheduler alike (issue 33 finding 5)."""
     _assert_all_pass(nova_results, "VGPUSameHostResizeSchedulerExt", at_least=2)
+    _assert_all_pass(nova_results, "StockVGPUSameHostResize", at_least=2)
 
 
-def test_qos_port_reschedule_onto_source_holds_the_port_once_known_open(nova_results):
+def test_qos_port_reschedule_onto_source_holds_the_port_once(nova_results):
     """A QoS-port server resized, ``prep_resize`` failing on host2, the
-    conductor rescheduling onto the source (``cases_oracle``): stock nova
-    holds the port's bandwidth once after confirm. Ours holds it twice:
-    issue 33's finding 3 (reconcile sums the classes no flavor names over
-    instance and migration), open. This fails once it is fixed: then
-    assert that ours passes too."""
+    conductor rescheduling onto the source (``cases_oracle``): the port's
+    bandwidth held once after confirm, ours (reconcile included) and nova's
+    own scheduler alike (issue 33 finding 3)."""
     _assert_all_pass(nova_results, "StockQoSPortRescheduleOntoSource")
-    ours = _of(nova_results, "QoSPortRescheduleOntoSourceSchedulerExt")
-    result = ours["test_resize_rescheduled_onto_the_source_holds_the_port_once"]
-    assert result.status == "fail", "finding 3 fixed? assert that it passes"
-    assert ": 2000}" in result.details and ": 4000}" in result.details
+    _assert_all_pass(nova_results, "QoSPortRescheduleOntoSourceSchedulerExt")
 
 
 def test_two_hosts_only_the_source_fits(nova_results):
