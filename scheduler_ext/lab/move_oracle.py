@@ -187,16 +187,24 @@ def _decisions_differ(stock: Outcome, ours: Outcome) -> bool:
     """Stock could not follow ours: another host at some call, or other
     providers for a host chosen or offered as an alternate (the conductor
     claims an alternate as given), but for the source in the move's call,
-    where the allocations differ by design (ours pins the same host's)
-    except on devices (new beside the old, as stock: which device is the
-    engine's pick, or placement's order, for stock)."""
+    where the allocations differ by design (ours pins the classes the
+    server holds to their providers) but for the classes that are free
+    choices there: devices (new beside the old, as stock) and the classes
+    the server did not hold (the engine's pick for ours, placement's
+    answer for stock)."""
+    held = allocations.classes(ours.mover_before) - _DEVICE_CLASSES
+
     def picks(o: Outcome, i: int, d: Any) -> Any:
         if not d:
             return None
-        return [(s.root, sorted(
-            (rp, res) for rp, res in allocations.copy(s.allocations).items()
-            if not (i == o.move_call and s.root == o.source)
-            or set(res) & _DEVICE_CLASSES)) for s in d]
+        out = []
+        for s in d:
+            allocs = allocations.copy(s.allocations)
+            if i == o.move_call and s.root == o.source:
+                allocs = {rp: {rc: n for rc, n in res.items() if rc not in held}
+                          for rp, res in allocs.items()}
+            out.append((s.root, sorted((rp, res) for rp, res in allocs.items() if res)))
+        return out
     return [picks(stock, i, d) for i, d in enumerate(stock.decisions)] != \
         [picks(ours, i, d) for i, d in enumerate(ours.decisions)]
 
