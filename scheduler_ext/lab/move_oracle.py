@@ -166,7 +166,7 @@ def family(stock: Outcome, ours: Outcome, diffs: Sequence[Difference]) -> str:
             sorted(map(str, stock.held)) == sorted(map(str, diffs)):
         return "evacuate-shared-disk"
     if ours.same_host and stock.same_host and all(
-            d.rc == "DISK_GB" and d.where.startswith(("usage ss", "s"))
+            d.rc == "DISK_GB" and not d.where.startswith(("verify ", "held "))
             and d.where.split()[-1].startswith("ss") for d in diffs):
         moved: dict[str, int] = {}
         for d in diffs:
