@@ -386,8 +386,10 @@ def test_vgpu_servers_are_scheduled_by_the_engine(nova_results):
     ours = _of(nova_results, "VGPUSchedulerExt")
     bug = ours.pop("test_multiple_instance_create_filling_up_capacity", None)
     assert bug is None or (bug.status == "fail" and "'status': 'ACTIVE'" in bug.details)
-    failed = {n: r for n, r in ours.items() if r.status != "success"}
-    assert len(ours) >= 2 and not failed, failed
+    failed = {n: _shown(r.details) for n, r in ours.items()
+              if r.status != "success"}
+    assert len(ours) >= 2 and not failed, "\n".join(
+        f"{n}:\n{d}" for n, d in failed.items())
     _assert_all_pass(nova_results, "VGPUFillingUpSchedulerExt")
     _assert_all_pass(nova_results, "VGPUMultipleTypesSchedulerExt")
 
