@@ -10,6 +10,7 @@ from typing import Mapping, Sequence
 from scheduler_ext import errors
 from scheduler_ext.placement import (SHARING_TRAIT, Allocations,
                                      PlacementClient, allocations)
+from scheduler_ext.placement.client import read_whole_devices
 
 
 class Uncertain(errors.SchedulerExtError):
@@ -142,7 +143,12 @@ class Placer:
         confirm or revert needs: each flavor class both hold sits on one
         provider, the same in both (the live flavor then says how much),
         and each other class is held alike by both (nothing derives which
-        flavor a class held by one of them belongs to)."""
+        flavor a class held by one of them belongs to). A device both hold
+        (``read_whole_devices``: a vGPU's pGPU, a whole device) is never
+        foldable: the old and new flavor never share its units, so each
+        holds its own there, and max(old, new) would drop one."""
+        if read_whole_devices(self.client, a) & read_whole_devices(self.client, b):
+            return False
         for rc in allocations.classes(a) | allocations.classes(b):
             ways = [{rp: res[rc] for rp, res in allocs.items() if res.get(rc)}
                     for allocs in (a, b)]

@@ -15,7 +15,7 @@ from scheduler_ext import errors
 from scheduler_ext.lab import invariants
 from scheduler_ext.lab.fleet import add_host
 from scheduler_ext.lab.nova_model import Server
-from scheduler_ext.moves.reconcile import Reconciler
+from scheduler_ext.moves.reconcile import InstanceState, MoveState, Reconciler
 from scheduler_ext.placement import AllocationWrite, Inventory
 from scheduler_ext.placement.embedded import EmbeddedPlacement
 from tests.unit.helpers import start
@@ -129,4 +129,27 @@ def test_same_host_vgpu_resize_needs_both_flavors_beside_each_other(
     state = invariants.state(client)
     with pytest.raises(errors.NoValidHost):
         model.resize(SERVER, NEW)
+    assert invariants.state(client) == state
+
+
+def test_reconcile_leaves_stock_same_host_vgpu_resize_with_both_vgpus_on_one_pgpu(
+        fresh):
+    """Stock's same-host state with the new vGPU on the old one's pGPU
+    (placement's candidate order picks either pGPU when both have room):
+    the old and new vGPU are two mediated devices, so folding to
+    max(old, new) would drop one. Reconcile leaves nova's state as it is
+    (CI found this with a real placement that picked pGPU 1)."""
+    client = fresh()
+    _vgpu_host(client, 4)
+    mig = str(uuid.UUID(int=399))
+    old = {k: v for k, v in OLD.items() if k != "VGPU"}
+    new = {k: v for k, v in NEW.items() if k != "VGPU"}
+    for consumer, flavor, ctype in ((SERVER, new, "INSTANCE"),
+                                    (mig, old, "MIGRATION")):
+        client.put_allocations(consumer, AllocationWrite(
+            {CN: flavor, PGPU1: {"VGPU": 1}}, "project", "user", None, ctype))
+    state = invariants.state(client)
+    move = MoveState(mig, CN, CN, OLD, NEW, in_progress=True)
+    inst = InstanceState(SERVER, CN, NEW, "project", "user", (move,))
+    assert Reconciler(client).run([inst], apply=True) == []
     assert invariants.state(client) == state
