@@ -1,8 +1,8 @@
-"""Every ``scheduler-ext`` command line of the README and the benchmarks
-README parses as written (each flag exists and takes its value), and the
-ones that need no service run as written. A command that needs nova,
-placement or PostgreSQL is only parsed here; its run is in the functional
-tests or the benchmarks."""
+"""Every ``scheduler-ext`` command line of the README, the benchmarks
+README and the docs (``doc/source``) parses as written (each flag exists
+and takes its value), and the ones that need no service run as written.
+A command that needs nova, placement or PostgreSQL is only parsed here; its
+run is in the functional tests or the benchmarks."""
 
 import pathlib
 import shlex
@@ -12,7 +12,8 @@ import pytest
 from scheduler_ext.cmd import main as cli
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
-DOCS = ("README.rst", "benchmarks/README.rst")
+DOCS = ("README.rst", "benchmarks/README.rst",
+        *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "doc/source").rglob("*.rst")))
 #: run as written (small and service-free), with their expected exit code
 RUN = {"scheduler-ext simulate --scenario bug-1790204": 0,
        "scheduler-ext simulate --scenario random --hosts 40 --sharing 4 "
@@ -42,7 +43,8 @@ def commands():
 
 def test_the_documents_hold_commands():
     names = {shlex.split(c)[1] for _, c in commands()}
-    assert names >= {"simulate", "bench", "audit", "storage"}
+    assert names >= {"simulate", "bench", "audit", "storage", "evacuate"}
+    assert "doc/source/operating.rst" in {doc for doc, _ in commands()}
     assert set(RUN) <= {c for _, c in commands()}
 
 

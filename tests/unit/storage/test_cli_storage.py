@@ -13,7 +13,7 @@ from scheduler_ext.cmd import main as cli
 from tests.unit.storage.hosts import FIXTURES
 from tests.unit.storage.reports import three_hosts
 
-README = pathlib.Path(__file__).resolve().parents[3] / "README.rst"
+OPERATING = pathlib.Path(__file__).resolve().parents[3] / "doc/source/operating.rst"
 
 
 def run(argv, capsys):
@@ -103,8 +103,9 @@ def test_storage_needs_a_subcommand(capsys):
             "storage sync") in capsys.readouterr().err
 
 
-def readme_commands():
-    text = README.read_text()
+def documented_commands():
+    """The storage section's command lines (doc/source/operating.rst)."""
+    text = OPERATING.read_text()
     section = text[text.index("Shared storage from the real topology\n==="):
                    text.index("Deploying placement for several schedulers\n===")]
     return [line.strip() for line in section.splitlines()
@@ -112,8 +113,8 @@ def readme_commands():
                                 "    .venv/bin/scheduler-ext "))]
 
 
-def test_readme_commands_parse_and_the_local_one_runs(capsys):
-    commands = readme_commands()
+def test_documented_storage_commands_parse_and_the_local_one_runs(capsys):
+    commands = documented_commands()
     assert len(commands) == 10
     for command in commands:
         argv = shlex.split(command.split(" > ")[0])[1:]

@@ -1,5 +1,6 @@
-"""The live-migration decision table: every row of README.rst's table is a
-case here, so the README and the planner cannot drift apart."""
+"""The live-migration decision table: every row of the table in
+doc/source/operating.rst ("Live migration") is a case here, so the docs and
+the planner cannot drift apart."""
 
 import pathlib
 import re
@@ -9,7 +10,7 @@ import pytest
 from scheduler_ext.storage import livemigration as lm
 from scheduler_ext.storage.livemigration import Hazard, HostStorage, InstanceDisks
 
-README = pathlib.Path(__file__).resolve().parents[3] / "README.rst"
+OPERATING = pathlib.Path(__file__).resolve().parents[3] / "doc/source/operating.rst"
 HAZARDS = {"003": Hazard.CONFIG_DRIVE_003, "iso9660": Hazard.ISO9660_BLOCK,
            "lvm": Hazard.LVM_SHARED_PATH, "lost": Hazard.LOST_MOUNT,
            "backends": Hazard.BACKEND_MISMATCH, "tunnel": Hazard.TUNNELLED_NO_COPY,
@@ -18,8 +19,8 @@ DOMAIN = "gpfs:gpfs1:/pool/instances"
 
 
 def table_rows():
-    """The rows of the decision table (an RST simple table) in README."""
-    lines = README.read_text().splitlines()
+    """The rows of the decision table (an RST simple table) in the docs."""
+    lines = OPERATING.read_text().splitlines()
     start = next(i for i, line in enumerate(lines)
                  if line.startswith("==  ") and "nova does" in lines[i + 1])
     border = lines[start]
