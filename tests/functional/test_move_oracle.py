@@ -6,7 +6,7 @@ from the reference, so the placement source runs too); every difference must be
 one KNOWN_OPEN explains, and each known family is pinned by a minimal
 flow that fails once it is fixed (then drop the entry). ORACLE_FLOWS sets
 the number of generated flows (default 300); the long sweeps are
-``python -m scheduler_ext.lab.move_oracle_sweep`` (README, Testing).
+``python -m scheduler_ext.lab.move_oracle_sweep`` (doc/source/testing.rst).
 """
 
 import collections

@@ -41,8 +41,8 @@ included).
 Size: ``SCHEDULER_EXT_NESTED_FLEETS`` (default 12, what the test command
 runs) fleets of ``SCHEDULER_EXT_NESTED_QUERIES`` (default 22) queries,
 each compared before and after the release. ``benchmarks/parity_sweep.sh``
-runs 50 fleets (50 x 22 x 2 = 2,200 comparisons, the parity claim of the
-README). For a bigger sweep::
+runs 50 fleets (50 x 22 x 2 = 2,200 comparisons, the parity claim of
+doc/source/design.rst). For a bigger sweep::
 
     SCHEDULER_EXT_NESTED_FLEETS=400 SCHEDULER_EXT_NESTED_QUERIES=40 \\
         .venv/bin/python -m pytest tests/functional/test_nested_parity.py

@@ -104,7 +104,8 @@ def test_three_hosts_on_two_domains_become_two_sharing_providers(
 
 def test_a_second_sync_writes_nothing(real_client, private_placement_url, fleet,
                                       tmp_path, capsys):
-    """Run the way the README shows: placement from nova.conf."""
+    """Run the way doc/source/operating.rst shows: placement from
+    nova.conf."""
     nova_conf = tmp_path / "nova.conf"
     nova_conf.write_text(f"""
 [placement]

@@ -10,7 +10,7 @@ find nova's api-paste.ini the same way (``harness.PasteConfigMixin``). No
 service talks to placement through the report client nova's harness
 configures, and its reconcile runs in its own loop as in a deployment.
 The tests that fail with ours and pass with nova's are listed, with the
-reason, in README.rst ("nova's own tests").
+reason, in doc/source/differences.rst ("nova's own tests").
 """
 
 from tests.nova.pairs import define_pairs

@@ -9,8 +9,8 @@ Every test method is nova's, unchanged: a resize on the same host from
 one device to two, a revert, a resize again and a confirm, with nova's
 assertions of the devices and of placement after each step, and, in the
 second, nova's PCI allocation healing running meanwhile. They pin the
-rule of README "Move allocations": the old and new flavors never share a
-device.
+rule of doc/source/differences.rst "Move allocations": the old and new
+flavors never share a device.
 """
 
 from nova.tests.functional.libvirt import test_pci_in_placement as pci_healing

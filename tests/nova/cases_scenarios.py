@@ -3,7 +3,7 @@ in place of nova's: in-process API, conductor, fake computes, placement
 fixture, sqlite. Run by ``test_nova_functional.py`` (testtools, in a
 subprocess).
 
-Allocations are checked at every step against the table in README.rst
+Allocations are checked at every step against the table in doc/source/differences.rst
 ("Move allocations"): on a same-host pick the instance holds the per-class
 maximum of old and new flavor and the migration nothing; on another host
 the migration keeps the old flavor on the source and the instance holds the

@@ -1,5 +1,5 @@
 """nova's own move tests that pass with nova's scheduler and fail with
-scheduler-ext's, each with the reason (README.rst, "nova's own tests",
+scheduler-ext's, each with the reason (doc/source/differences.rst, "nova's own tests",
 states the same) and the failure nova reports (``signature``: what the
 traceback must show, the assertion and its values). ``test_nova_functional``
 fails if a test differs that is not listed here, if a listed one fails in

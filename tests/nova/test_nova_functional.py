@@ -313,7 +313,7 @@ def test_nova_move_suite_unchanged_differs_only_where_documented(nova_results):
     """nova's ServerMovingTests, test_cold_migrate, reschedule tests and
     move regressions, unchanged, with our manager and with nova's: exactly
     the tests of ``move_suite`` ran with ours; every test that fails with
-    ours is a known difference (``known_differences``, README.rst) failing
+    ours is a known difference (``known_differences``, doc/source/differences.rst) failing
     the way listed there, with nova's scheduler passing, or a reviewed test
     that fails with both (``FAIL_WITH_BOTH``, nova's scheduler failing
     too); and every known difference fails with ours (the list is not

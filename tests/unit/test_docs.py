@@ -19,7 +19,8 @@ def test_the_docs_build_with_warnings_as_errors(tmp_path):
     pages = {p.stem for p in tmp_path.glob("*.html")}
     assert pages >= {"index", "install", "configuration", "operating",
                      "differences", "benchmarks", "design", "testing",
-                     "contributing"}
+                     "contributing", "placement-nested-semantics",
+                     "placement-overcommit"}
     reference = (tmp_path / "configuration.html").read_text()
     assert 'id="scheduler_ext.reconcile_interval"' in reference
     assert 'id="storage.probe_timeout"' in reference
