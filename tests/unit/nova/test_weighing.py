@@ -14,6 +14,7 @@ from scheduler_ext.placement import AllocationWrite
 from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.placement.query import CandidateRequest
 from tests.unit.helpers import small_host
+from tests.unit.sources.test_placement_source import PlacementWithCandidates
 
 CONF = nova.conf.CONF
 
@@ -39,27 +40,37 @@ def fuller_and_emptier(monkeypatch):
     fuller, emptier = small_host(client, "fuller"), small_host(client, "emptier")
     client.put_allocations(str(uuid.UUID(int=1)), AllocationWrite(
         {fuller: {"MEMORY_MB": 4096}}, "p", "u", None))
-    monkeypatch.setattr(service.ExtService, "client", lambda self: client)
+    served = PlacementWithCandidates(client)    # the fallback source too
+    monkeypatch.setattr(service.ExtService, "client", lambda self: served)
     monkeypatch.setattr(service, "NovaScheduler",
                         lambda driver, host_manager, client: driver)
     return (lambda: service.ExtService(host_manager=None).scheduler()), fuller, emptier
 
 
-def _order(driver) -> list[str]:
+def _order(source) -> list[str]:
     query = CandidateRequest({"VCPU": 1, "MEMORY_MB": 1024})
-    return [c.root for c in driver.source.candidates(query, limit=2)]
+    return [c.root for c in source.candidates(query, limit=2)]
 
 
 def test_engine_packs_when_nova_ram_weight_multiplier_is_negative(
         nova_conf, fuller_and_emptier):
     build, fuller, emptier = fuller_and_emptier
     nova_conf.config(group="filter_scheduler", ram_weight_multiplier=-1.0)
-    assert _order(build()) == [fuller, emptier]
+    assert _order(build().source) == [fuller, emptier]
+
+
+def test_placement_fallback_weighs_with_novas_multipliers_too(
+        nova_conf, fuller_and_emptier):
+    """The source asked when the engine cannot answer a query gets the same
+    weighing."""
+    build, fuller, emptier = fuller_and_emptier
+    nova_conf.config(group="filter_scheduler", ram_weight_multiplier=-1.0)
+    assert _order(build().fallback.source) == [fuller, emptier]
 
 
 def test_engine_spreads_with_novas_default_multipliers(nova_conf, fuller_and_emptier):
     build, fuller, emptier = fuller_and_emptier
-    assert _order(build()) == [emptier, fuller]
+    assert _order(build().source) == [emptier, fuller]
 
 
 def test_weighing_reads_every_filter_scheduler_option(nova_conf):
