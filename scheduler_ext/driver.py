@@ -107,7 +107,8 @@ class SchedulerDriver:
         source_cls = load_plugin(SOURCE_NAMESPACE, opts.engine, "engine")
         strategy_cls = load_plugin(STRATEGY_NAMESPACE, opts.move_strategy,
                                    "move_strategy")
-        self.source: CandidateSource = source_cls(client, self.conf, weighing)
+        self.source: CandidateSource = source_cls(client, self.conf,
+                                                 weighing=weighing)
         self.strategy = self._strategy(strategy_cls, self.source)
         # queries the source cannot answer exactly go to placement itself
         self.fallback = None
@@ -115,7 +116,7 @@ class SchedulerDriver:
             fallback_cls = load_plugin(SOURCE_NAMESPACE, FALLBACK_SOURCE, "engine")
             self.fallback = self._strategy(strategy_cls,
                                            fallback_cls(client, self.conf,
-                                                        weighing))
+                                                        weighing=weighing))
 
     def _strategy(self, strategy_cls: Any, source: CandidateSource) -> Any:
         opts = self.conf.scheduler_ext
