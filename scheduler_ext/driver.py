@@ -1,7 +1,10 @@
 """The scheduler driver core (nova-free).
 
 ``SchedulerDriver`` loads its candidate source and its move strategy
-through stevedore, by the names in ``[scheduler_ext]``, and answers
+through stevedore, by the names in ``[scheduler_ext]``, builds the source
+with the ``Weighing`` it is given (the nova layer passes nova's
+``[filter_scheduler]`` multipliers and ``host_subset_size``; anyone else
+gets nova's defaults), and answers
 ``select_destinations``: for each instance the claimed Selection, then up
 to ``max_alternates`` alternates (under nova, ``[scheduler] max_attempts``
 - 1; 2 when the caller gives none). A query the source cannot answer exactly
@@ -19,6 +22,7 @@ from stevedore import driver as sd_driver
 
 from scheduler_ext import conf as se_conf
 from scheduler_ext import errors
+from scheduler_ext.engine.weigh import DEFAULT_WEIGHING, Weighing
 from scheduler_ext.moves.request import ScheduleRequest, Selection
 from scheduler_ext.placement import Allocations, CandidatesEndpoint, PlacementClient
 from scheduler_ext.placement.model import ConsumerAllocations
@@ -57,7 +61,7 @@ def make_conf(**overrides: Any) -> cfg.ConfigOpts:
 
 class Driver(Protocol):
     """What a ``scheduler_ext.driver`` plugin offers (the nova adapter
-    builds one with ``(client, conf)`` and calls this)."""
+    builds one with ``(client, conf, weighing=...)`` and calls this)."""
 
     client: PlacementClient
 
@@ -82,32 +86,37 @@ class RefreshingDriver(Driver, Protocol):
                             ) -> list[list[Selection]]: ...
 
 
-def load_driver(client: PlacementClient, conf: cfg.ConfigOpts) -> Driver:
+def load_driver(client: PlacementClient, conf: cfg.ConfigOpts,
+                weighing: Weighing = DEFAULT_WEIGHING) -> Driver:
     """The driver named by ``[scheduler_ext] driver``, built with
-    ``(client, conf)``."""
+    ``(client, conf, weighing=weighing)``."""
     cls = load_plugin(DRIVER_NAMESPACE, conf.scheduler_ext.driver, "driver")
-    driver: Driver = cls(client, conf)
+    driver: Driver = cls(client, conf, weighing=weighing)
     return driver
 
 
 class SchedulerDriver:
-    """Choose and claim hosts for ScheduleRequests."""
+    """Choose and claim hosts for ScheduleRequests; the candidate sources
+    order hosts by ``weighing``."""
 
-    def __init__(self, client: PlacementClient, conf: cfg.ConfigOpts | None = None):
+    def __init__(self, client: PlacementClient, conf: cfg.ConfigOpts | None = None,
+                 weighing: Weighing = DEFAULT_WEIGHING):
         self.conf = conf or make_conf()
         opts = self.conf.scheduler_ext
         self.client = client
         source_cls = load_plugin(SOURCE_NAMESPACE, opts.engine, "engine")
         strategy_cls = load_plugin(STRATEGY_NAMESPACE, opts.move_strategy,
                                    "move_strategy")
-        self.source: CandidateSource = source_cls(client, self.conf)
+        self.source: CandidateSource = source_cls(client, self.conf,
+                                                 weighing=weighing)
         self.strategy = self._strategy(strategy_cls, self.source)
         # queries the source cannot answer exactly go to placement itself
         self.fallback = None
         if opts.engine != FALLBACK_SOURCE and isinstance(client, CandidatesEndpoint):
             fallback_cls = load_plugin(SOURCE_NAMESPACE, FALLBACK_SOURCE, "engine")
             self.fallback = self._strategy(strategy_cls,
-                                           fallback_cls(client, self.conf))
+                                           fallback_cls(client, self.conf,
+                                                        weighing=weighing))
 
     def _strategy(self, strategy_cls: Any, source: CandidateSource) -> Any:
         opts = self.conf.scheduler_ext

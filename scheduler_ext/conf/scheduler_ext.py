@@ -96,8 +96,10 @@ OPTS = [
         "nova_host_limit", default=0, min=0,
         help="Largest number of hosts handed to nova's host filters and "
              "weighers per request, chosen by the engine's own weighing "
-             "(free RAM, VCPU and disk, the multipliers below), best "
-             "first. 0 hands them as many as nova would get from placement "
+             "(free RAM, VCPU and disk with nova's [filter_scheduler] "
+             "ram_weight_multiplier, cpu_weight_multiplier and "
+             "disk_weight_multiplier), best first. 0 hands them as many as "
+             "nova would get from placement "
              "([scheduler] max_placement_results, 1000 by default). Once the "
              "fleet view is cheap, nova's filters and weighers over 1000 "
              "hosts dominate a decision (they read every host's state from "
@@ -132,23 +134,6 @@ OPTS = [
              "before it gives up with NoValidHost. A claim fails when the "
              "capacity view was stale (another scheduler claimed first); "
              "each attempt is one placement write of 30-60 ms."),
-    cfg.FloatOpt(
-        "ram_weight_multiplier", default=1.0,
-        help="Weight of free RAM (fraction of the host's capacity). Positive "
-             "spreads servers across hosts, negative packs them."),
-    cfg.FloatOpt(
-        "cpu_weight_multiplier", default=1.0,
-        help="Weight of free VCPU (fraction of capacity). Positive spreads, "
-             "negative packs."),
-    cfg.FloatOpt(
-        "disk_weight_multiplier", default=1.0,
-        help="Weight of free DISK_GB (fraction of capacity, local or shared). "
-             "Positive spreads, negative packs."),
-    cfg.IntOpt(
-        "host_subset_size", default=1, min=1,
-        help="Pick at random among this many best-weighed hosts (1 = always "
-             "the best). Larger values cut claim conflicts between several "
-             "schedulers at the cost of a less exact weighing."),
     cfg.StrOpt(
         "allocation_ratio_storage", default="double",
         choices=[("double", "PostgreSQL or sqlite placement database"),

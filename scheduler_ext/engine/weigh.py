@@ -77,6 +77,26 @@ class Weigher:
         return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Weighing:
+    """How the engine orders the hosts that fit: ``weigher`` (the
+    multipliers) and ``host_subset_size`` (>= 1: the first host is drawn
+    among that many best). Under nova both are nova's ``[filter_scheduler]``
+    options, read by the nova layer; elsewhere nova's defaults."""
+
+    weigher: Weigher = dataclasses.field(default_factory=Weigher)
+    host_subset_size: int = 1
+
+    def __post_init__(self) -> None:
+        if self.host_subset_size < 1:
+            raise ValueError(f"host_subset_size={self.host_subset_size}: "
+                             "must be at least 1")
+
+
+#: nova's defaults: every multiplier 1.0, host_subset_size 1.
+DEFAULT_WEIGHING = Weighing()
+
+
 def top_k(weights: np.ndarray, hi: np.ndarray, lo: np.ndarray, k: int,
           rows: np.ndarray | None = None) -> np.ndarray:
     """Positions of the ``k`` best hosts, best first: weight descending,

@@ -1,7 +1,8 @@
 """What the scheduler manager runs beside nova's code: our options on
 nova's configuration, the placement client over nova's own report client,
 the ``NovaScheduler`` built as the service starts (its fleet view's full
-read included), and the change-driven reconcile loop.
+read included; its engine weighing as nova's ``[filter_scheduler]`` says),
+and the change-driven reconcile loop.
 
 Everything a request needs is imported when this module is imported, and
 the plugins named by the configuration are loaded when the service is
@@ -28,7 +29,7 @@ from scheduler_ext import errors
 from scheduler_ext.conf import scheduler_ext as se_opts
 from scheduler_ext.moves.reconcile import Reconciler
 from scheduler_ext.moves.tracker import ReconcileTracker
-from scheduler_ext.nova import placement_client, reconcile
+from scheduler_ext.nova import placement_client, reconcile, weighing
 from scheduler_ext.nova.scheduler import NovaScheduler
 from scheduler_ext.placement.http import HttpPlacement
 from scheduler_ext.sources.fleet_view import checked_database
@@ -158,8 +159,9 @@ class ExtService:
         with self._lock:
             if self._scheduler is None:
                 self._scheduler = NovaScheduler(
-                    se_driver.load_driver(client, CONF), self.host_manager,
-                    client)
+                    se_driver.load_driver(client, CONF,
+                                          weighing.from_nova_conf(CONF)),
+                    self.host_manager, client)
             return self._scheduler
 
     # ---------------------------------------------------------- reconcile

@@ -11,7 +11,7 @@ from oslo_config import cfg
 from scheduler_ext.engine.fit import Fit
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.engine.pinned import pinned, whole_devices
-from scheduler_ext.engine.weigh import Weigher, top_k
+from scheduler_ext.engine.weigh import DEFAULT_WEIGHING, Weighing, top_k
 from scheduler_ext.placement import Allocations, PlacementClient
 from scheduler_ext.placement.model import ConsumerAllocations
 from scheduler_ext.placement.query import CandidateRequest
@@ -21,14 +21,13 @@ from scheduler_ext.sources.picked import PickedBatch, picked_candidates
 
 
 class EngineCandidateSource:
-    """``CandidateSource`` backed by the numpy CapacityIndex."""
+    """``CandidateSource`` backed by the numpy CapacityIndex; hosts are
+    ordered by ``weighing`` (under nova, nova's own options)."""
 
-    def __init__(self, client: PlacementClient, conf: cfg.ConfigOpts):
-        opts = conf.scheduler_ext
-        self.weigher = Weigher.nova(opts.ram_weight_multiplier,
-                                    opts.cpu_weight_multiplier,
-                                    opts.disk_weight_multiplier)
-        self.host_subset_size = opts.host_subset_size
+    def __init__(self, client: PlacementClient, conf: cfg.ConfigOpts,
+                 weighing: Weighing = DEFAULT_WEIGHING):
+        self.weigher = weighing.weigher
+        self.host_subset_size = weighing.host_subset_size
         self.view = FleetView(client, conf)
         self.index = self.view.index
 

@@ -31,7 +31,7 @@ from scheduler_ext import errors
 from scheduler_ext.engine import names
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.engine.pinned import Pinned, pinned, whole_devices
-from scheduler_ext.engine.weigh import Weigher
+from scheduler_ext.engine.weigh import DEFAULT_WEIGHING, Weighing
 from scheduler_ext.placement import (SHARING_TRAIT, Allocations,
                                      CandidatesEndpoint, PlacementClient,
                                      allocations)
@@ -42,9 +42,12 @@ from scheduler_ext.sources.base import Candidate, MoveCandidates
 
 
 class PlacementCandidateSource:
-    """``CandidateSource`` asking placement for every decision."""
+    """``CandidateSource`` asking placement for every decision; its
+    candidates are ordered by ``weighing.weigher`` (``host_subset_size``
+    is not applied here)."""
 
-    def __init__(self, client: PlacementClient, conf: cfg.ConfigOpts):
+    def __init__(self, client: PlacementClient, conf: cfg.ConfigOpts,
+                 weighing: Weighing = DEFAULT_WEIGHING):
         if not isinstance(client, CandidatesEndpoint):
             raise errors.Unsupported(
                 f"{type(client).__name__} has no allocation candidates "
@@ -53,9 +56,7 @@ class PlacementCandidateSource:
         self.client = client
         self.single_precision = opts.allocation_ratio_storage == "single"
         self.results = opts.placement_results_limit
-        self.weigher = Weigher.nova(opts.ram_weight_multiplier,
-                                    opts.cpu_weight_multiplier,
-                                    opts.disk_weight_multiplier)
+        self.weigher = weighing.weigher
 
     def refresh(self) -> None:
         """Nothing is cached."""

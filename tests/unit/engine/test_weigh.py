@@ -7,7 +7,7 @@ import uuid
 import numpy as np
 import pytest
 
-from scheduler_ext.engine import CapacityIndex, Weigher
+from scheduler_ext.engine import CapacityIndex, Weigher, Weighing
 from scheduler_ext.lab import reference
 from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.engine.keys import uuid_keys
@@ -118,3 +118,9 @@ def test_weights_match_the_python_baseline(seed):
     base = reference.Reference(reference.from_snapshot(p.snapshot())).select(req, mult, 10)
     assert [(c.root, round(c.weight, 12)) for c in engine] == \
         [(r, round(w, 12)) for r, w in base]
+
+
+def test_weighing_refuses_a_host_subset_size_below_one():
+    with pytest.raises(ValueError, match="host_subset_size=0"):
+        Weighing(host_subset_size=0)
+    assert Weighing() == Weighing(Weigher.nova(1.0, 1.0, 1.0), 1)
