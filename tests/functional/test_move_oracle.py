@@ -112,6 +112,16 @@ KNOWN_OPEN_FLOWS = {
                                      (mo.ServerSpec(1, 10),), 0, "evacuate",
                                      mo.ServerSpec(1, 10)),
                              ["held s0 DISK_GB: expected 10, got 20"]),
+    # no finding: a same-host resize with a PCI device whose revert fails
+    # holds both devices (and the flavor twice), in both runs alike; the
+    # reconcile reports it (which device the server uses cannot be derived)
+    "revert-fails-device": (_flow(Shape(hosts=1, pci=True), (4,),
+                                  (mo.ServerSpec(1, 10, pci=True),),
+                                  mo.ServerSpec(1, 10, pci=True), end="revert_fails"),
+                            ["held s0 CUSTOM_PCI_ORACLE_DEV: expected 1, got 2",
+                             "held s0 DISK_GB: expected 10, got 20",
+                             "held s0 MEMORY_MB: expected 1024, got 2048",
+                             "held s0 VCPU: expected 1, got 2"]),
     # no finding: two sharing providers; stock claims the new disk on the
     # freer one, ours keeps it on the one holding the disk
     "shared-disk": (_flow(Shape(hosts=1, sharing=2, local_disk=False), (8,),
