@@ -26,8 +26,9 @@ STOCK, OURS = "stock", "same_host"
 
 
 class SchedulerDied(BaseException):
-    """The scheduler process is gone: nothing it does reaches placement.
-    A BaseException so that no handler of the dead process 'survives'."""
+    """The process (the scheduler, or ours' reconcile: ``move_reconcile``)
+    is gone: nothing it does reaches placement. A BaseException so that no
+    handler of the dead process 'survives'."""
 
 
 class DyingClient:
