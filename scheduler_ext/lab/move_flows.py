@@ -10,7 +10,7 @@ import dataclasses
 import random
 from typing import Any, Callable, Sequence
 
-from scheduler_ext.lab import move_fleet
+from scheduler_ext.lab import move_fleet, move_reconcile
 from scheduler_ext.lab.move_fleet import Shape
 from scheduler_ext.placement.query import RequestGroup
 
@@ -24,7 +24,11 @@ FORBIDDEN_TRAIT = move_fleet.FORBIDDEN
 ENDS = ("confirm", "revert", "revert_fails", "delete")
 #: where the scheduler process dies during the move's scheduling call:
 #: before its claim (its one write) reaches placement, or after it
-KILL_POINTS = ("", "before_claim", "after_claim")
+CLAIM_KILL_POINTS = ("before_claim", "after_claim")
+#: where ours' reconcile process dies: right before or right after its
+#: ``reconcile_write``-th placement write (``move_reconcile``)
+RECONCILE_KILL_POINTS = move_reconcile.KILL_POINTS
+KILL_POINTS = ("",) + CLAIM_KILL_POINTS + RECONCILE_KILL_POINTS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +55,13 @@ class Flow:
     end: str = "confirm"
     verify_reconcile: bool = True
     kill: str = ""
+    #: the reconcile write (from 1, over ours' passes) a reconcile kill
+    #: point dies at
+    reconcile_write: int = 1
+    #: another server (its index) whose cold migration lost its conductor
+    #: before the mover's move: the final reconcile pass writes for it too
+    #: (drawn with a reconcile kill point, so a pass dies between writes)
+    stranded: int | None = None
     engine: str = "numpy"
     #: nova's weighers rank the source last for the move
     source_last: bool = False
@@ -59,11 +70,19 @@ class Flow:
     forbid: bool = False
 
     @property
+    def kill_point(self) -> str:
+        """The kill point with the write it dies at, if a reconcile's."""
+        if self.kill in RECONCILE_KILL_POINTS:
+            return f"{self.kill} {self.reconcile_write}"
+        return self.kill
+
+    @property
     def label(self) -> str:
         """The flow's row in the table: move x failure/restart point."""
         point = ["source last"] * self.source_last + ["forbids a trait"] * self.forbid
         point += [f"prep_resize x{self.prep_failures}"] * bool(self.prep_failures)
-        point += [self.failure] * bool(self.failure) + [f"kill {self.kill}"] * bool(self.kill)
+        point += [f"s{self.stranded} stranded"] * (self.stranded is not None)
+        point += [self.failure] * bool(self.failure) + [f"kill {self.kill_point}"] * bool(self.kill)
         end = self.end if self.move in ("resize", "migrate") else \
             "fails" if self.move == "live" and self.end == "revert" else ""
         return " ".join([self.move] + point + [end]).strip()
@@ -110,15 +129,23 @@ def draw_flow(choose: Choose, engines: Sequence[str] = ("numpy",)) -> Flow:
     cold = move in ("resize", "migrate")
     failure = choose("failure", FAILURES) if cold else ""
     scheduled = failure != "conductor_dies"     # else no scheduling call
+    claims = CLAIM_KILL_POINTS if move != "evacuate" and scheduled else ()
+    kill = choose("kill", ("",) + claims + RECONCILE_KILL_POINTS)
+    mover = choose("mover", range(len(servers)))
     return Flow(
         shape, tuple(choose(f"vcpus{h}", (4, 2, 8)) for h in range(shape.hosts)),
-        servers, choose("mover", range(len(servers))), move,
+        servers, mover, move,
         spec("new") if move == "resize" else servers[0],
         prep_failures=choose("prep_failures", (0, 1, 2, 3)) if cold and scheduled else 0,
         failure=failure,
         end=choose("end", ENDS) if cold else choose("end", ("confirm", "revert")),
         verify_reconcile=choose("verify_reconcile", (True, False)),
-        kill=choose("kill", KILL_POINTS) if move != "evacuate" and scheduled else "",
+        kill=kill,
+        reconcile_write=choose("reconcile_write", (1, 2, 3))
+        if kill in RECONCILE_KILL_POINTS else 1,
+        stranded=choose("stranded", (None,) + tuple(i for i in range(len(servers))
+                                                     if i != mover))
+        if kill in RECONCILE_KILL_POINTS else None,
         engine=choose("engine", tuple(engines)),
         source_last=choose("source_last", (False, True)),
         forbid=choose("forbid", (False, True)) if "placement" in engines else False)

@@ -63,8 +63,8 @@ VIEWS: dict[str, Callable[[move_oracle.Flow], str]] = {
     "move x failure point (all restart points and shapes)":
         lambda f: " ".join([f.move] + [f"prep_resize x{f.prep_failures}"] * bool(f.prep_failures)
                            + [f.failure] * bool(f.failure)),
-    "restart point (the scheduler dies at its write)":
-        lambda f: f.kill or "(none)",
+    "restart point (the scheduler or ours' reconcile dies at its write)":
+        lambda f: f.kill_point or "(none)",
     "fleet shape": lambda f: f.shape.label,
 }
 

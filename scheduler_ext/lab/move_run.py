@@ -1,7 +1,8 @@
 """One move flow (``move_flows.Flow``) played with one move strategy:
 nova's modelled conductor and compute (``nova_model``) on a small fleet
 (``move_fleet``), a scheduler that can die at one of its writes, and one
-reconcile at the end (``run_flow``); its end state by provider name and
+reconcile at the end (``run_flow``), whose process can die at one of its
+writes too (``move_reconcile``: then the restarted service's pass); its end state by provider name and
 consumer role (``Outcome``), for ``move_oracle`` to compare.
 
 A scheduler death (``move_scheduler``) makes nova's conductor roll the
@@ -17,10 +18,12 @@ from typing import Any, Mapping, Sequence
 
 from scheduler_ext import errors
 from scheduler_ext.lab import move_fleet
-from scheduler_ext.lab.move_flows import FORBIDDEN_TRAIT, Flow, flavor_of
+from scheduler_ext.lab.move_flows import (CLAIM_KILL_POINTS, FORBIDDEN_TRAIT, Flow,
+                                          flavor_of)
+from scheduler_ext.lab.move_reconcile import ReconcileService
 from scheduler_ext.lab.move_scheduler import STOCK, OURS, Scheduler, SourceLast
 from scheduler_ext.lab.nova_model import NovaModel, SchedulerUnreachable, Server
-from scheduler_ext.moves.reconcile import MoveState, Reconciler
+from scheduler_ext.moves.reconcile import MoveState
 from scheduler_ext.placement import PlacementClient, allocations
 
 __all__ = ["OURS", "STOCK", "Difference", "Outcome", "run_flow"]
@@ -70,16 +73,18 @@ def _names(names: Mapping[str, str],
 
 class FlowRun:
     """One flow played with one strategy on one (empty) placement: the
-    fleet, the scheduler (dying where told: ``kill``; following
-    ``follow``, another run's decisions), nova's model, the consumers'
-    roles (``s<i>``, ``s<i>.m<k>``)."""
+    fleet, the scheduler and the reconcile (dying where told: ``kill``;
+    the scheduler following ``follow``, another run's decisions), nova's
+    model, the consumers' roles (``s<i>``, ``s<i>.m<k>``)."""
 
     def __init__(self, flow: Flow, strategy: str, client: PlacementClient,
-                 kill: str, follow: Sequence[Any] | None):
+                 kill: str, follow: Sequence[Any] | None, restart: bool = True):
         self.flow, self.strategy, self.client = flow, strategy, client
         self.names = move_fleet.build(client, flow.shape, flow.vcpus)
         rng = random.Random(7)
-        self.sched = Scheduler(client, strategy, flow.engine, kill, follow)
+        self.sched = Scheduler(client, strategy, flow.engine,
+                               kill if kill in CLAIM_KILL_POINTS else "", follow)
+        self.reconcile = ReconcileService(client, kill, flow.reconcile_write, restart)
         #: nova's own scheduler (an evacuation is never ours: see the adapter)
         self.stock_nova = Scheduler(client, STOCK, flow.engine, "", follow)
         # its calls are numbered with ours (the other run follows both)
@@ -106,6 +111,14 @@ class FlowRun:
             if i == flow.mover:
                 self.mover = server
 
+    def strand(self) -> None:
+        """The flow's stranded server (if booted): its cold migration's
+        conductor dies right after moving its allocations to the
+        migration, a dead move only a reconcile repairs."""
+        stranded = [u for u, r in self.roles.items() if r == f"s{self.flow.stranded}"]
+        if stranded:
+            self.model.migrate(stranded[0], conductor_dies=True)
+
     def play(self, mover: Server, new_flavor: dict[str, int],
              before: dict[str, dict[str, int]], next_boot: bool | None
              ) -> tuple[str, list[Difference]]:
@@ -118,7 +131,8 @@ class FlowRun:
         if flow.source_last:
             sched.move_ranking = SourceLast(mover.host)
         result, verify = _move(flow, model, mover.uuid, new_flavor, self.client,
-                               self.names, self.stock_nova, self.strategy, before)
+                               self.names, self.stock_nova, self.strategy, before,
+                               self.reconcile)
         sched.dying.armed = False
         if flow.end == "delete" and mover.uuid in model.servers:
             model.delete(mover.uuid)    # the user deletes it anyway
@@ -147,15 +161,17 @@ class FlowRun:
 
 def run_flow(flow: Flow, strategy: str, client: PlacementClient,
              kill: str | None = None, follow: Sequence[Any] | None = None,
-             next_boot: bool | None = None) -> Outcome:
+             next_boot: bool | None = None, restart: bool = True) -> Outcome:
     """Play ``flow`` with ``strategy`` on ``client`` (an empty placement),
     then one reconcile; ``kill`` overrides the flow's kill point;
     ``follow``: another run's decisions, preferred call by call;
     ``next_boot``: boot the next server after the move (None: when this
-    run's scheduler died)."""
+    run's scheduler died); ``restart`` False: no reconcile pass after the
+    reconcile process died (what the restarted service's pass repairs)."""
     run = FlowRun(flow, strategy, client,
-                  flow.kill if kill is None else kill, follow)
+                  flow.kill if kill is None else kill, follow, restart)
     run.boot_all()
+    run.strand()
     mover, model = run.mover, run.model
     result, before = "no server", {}
     verify: list[Difference] = []
@@ -167,7 +183,7 @@ def run_flow(flow: Flow, strategy: str, client: PlacementClient,
         move_call, source = len(run.sched.decisions), mover.host
         before = _names(run.names, client.get_consumer(mover.uuid).allocations)
         result, verify = run.play(mover, new_flavor, before, next_boot)
-    Reconciler(client).run(model.states(), apply=True)
+    run.reconcile.run(model.states(), last=True)
     usages, consumers = run.end_state()
     held = _held(client, run.names, model, run.roles)
     live = mover is not None and mover.uuid in model.servers
@@ -175,15 +191,15 @@ def run_flow(flow: Flow, strategy: str, client: PlacementClient,
                 and mover.moves[-1].source == mover.moves[-1].dest)
     return Outcome(usages, consumers, result, same,
                    live and mover is not None and mover.flavor == new_flavor != old_flavor,
-                   run.sched.dying.reached,
+                   run.sched.dying.reached or run.reconcile.reached,
                    run.sched.decisions, move_call, source, verify, held, before,
                    new_flavor if live else {})
 
 
 def _move(flow: Flow, model: NovaModel, uuid: str, new_flavor: dict[str, int],
           client: PlacementClient, names: Mapping[str, str], stock_nova: Scheduler,
-          strategy: str, before: dict[str, dict[str, int]]
-          ) -> tuple[str, list[Difference]]:
+          strategy: str, before: dict[str, dict[str, int]],
+          reconcile: ReconcileService) -> tuple[str, list[Difference]]:
     verify: list[Difference] = []
     try:
         if flow.move == "live":
@@ -219,7 +235,7 @@ def _move(flow: Flow, model: NovaModel, uuid: str, new_flavor: dict[str, int],
     if strategy == OURS and flow.verify_reconcile:
         state = model.state_of(uuid)
         assert state is not None
-        Reconciler(client).run([state], apply=True)
+        reconcile.run([state])
     if move.source == move.dest and strategy == OURS and (
             flow.verify_reconcile or not flow.prep_failures):
         verify = _verify_same_host(client, names, before, uuid, move)

@@ -3,7 +3,8 @@ another, each able to die at one of its writes, with the rankings a flow
 gives them (nova's weighers putting the source last; the other run's
 choices to follow).
 
-The death is modelled at the client (``DyingClient``): at the kill point
+The death is modelled at the client (``DyingClient``; the reconcile
+process's death at its writes is modelled the same way, ``move_reconcile``): at the kill point
 the write is dropped (``before_*``) or made (``after_*``), and from then on
 every call of the dead process fails without reaching placement; the
 conductor's call fails (``SchedulerUnreachable``) and a new scheduler is
@@ -12,7 +13,7 @@ built, with whatever its start-up runs (``Scheduler._start``).
 
 from __future__ import annotations
 
-from typing import Any, Sequence, cast
+from typing import Any, Callable, Sequence, cast
 
 from scheduler_ext import driver as se_driver
 from scheduler_ext.lab.nova_model import SchedulerUnreachable
@@ -25,18 +26,27 @@ STOCK, OURS = "stock", "same_host"
 
 
 class SchedulerDied(BaseException):
-    """The scheduler process is gone: nothing it does reaches placement.
-    A BaseException so that no handler of the dead process 'survives'."""
+    """The process (the scheduler, or ours' reconcile: ``move_reconcile``)
+    is gone: nothing it does reaches placement. A BaseException so that no
+    handler of the dead process 'survives'."""
 
 
 class DyingClient:
-    """The scheduler's placement client, which dies at ``kill``: the
-    matching write is dropped (``before_*``) or made (``after_*``), then
-    every call raises SchedulerDied."""
+    """The placement client of a process which dies at ``kill``: at the
+    ``at``-th write of the kill point's kind (``write_kind``: the
+    scheduler's claim by default) the write is dropped (``before_*``) or
+    made (``after_*``), then every call raises SchedulerDied."""
 
-    def __init__(self, client: PlacementClient, kill: str):
+    def __init__(self, client: PlacementClient, kill: str,
+                 write_kind: Callable[[str, Sequence[Any]], str] | None = None,
+                 at: int = 1):
         self._client, self.kill, self.dead, self.reached = client, kill, False, ""
-        #: the kill point is live (during the move's scheduling call only)
+        self._kind = write_kind or _write_kind
+        self.at = at
+        #: writes of the kill point's kind seen so far (the dying one included)
+        self.writes = 0
+        #: the kill point is live (for the scheduler: during the move's
+        #: scheduling call only)
         self.armed = False
 
     def __getattr__(self, name: str) -> Any:
@@ -47,7 +57,10 @@ class DyingClient:
         def call(*a: Any, **kw: Any) -> Any:
             if self.dead:
                 raise SchedulerDied(name)
-            kind = _write_kind(name, a) if self.armed else ""
+            kind = self._kind(name, a) if self.armed else ""
+            if kind and self.kill.endswith("_" + kind):
+                self.writes += 1
+                kind = kind if self.writes == self.at else ""
             if kind and self.kill == f"before_{kind}":
                 self._die(kind)
             result = attr(*a, **kw)

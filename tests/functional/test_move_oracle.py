@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from scheduler_ext.lab import move_oracle as mo
 from scheduler_ext.lab import move_oracle_sweep
 from scheduler_ext.lab.move_fleet import Shape
+from scheduler_ext.lab.move_run import OURS, run_flow
 from scheduler_ext.lab.reference_placement import ReferencePlacement
 
 FLOWS = int(os.environ.get("ORACLE_FLOWS", "300"))
@@ -55,11 +56,17 @@ def test_generated_flows_reach_every_kind_of_end():
     for _ in range(400):
         flow = mo.random_flow(rng, ENGINES)
         counts[flow.move] += 1
-        counts["kill " + flow.kill] += 1
+        counts["kill " + flow.kill_point] += 1
         counts["prep"] += bool(flow.prep_failures)
+        counts["stranded"] += flow.stranded is not None
     assert all(counts[m] for m in mo.MOVES)
-    assert all(counts["kill " + k] for k in mo.KILL_POINTS)
+    assert all(counts["kill " + k] for k in mo.KILL_POINTS
+               if k not in mo.RECONCILE_KILL_POINTS)
+    # the reconcile dies at each of its first three writes
+    assert all(counts[f"kill {k} {n}"] for k in mo.RECONCILE_KILL_POINTS
+               for n in (1, 2, 3))
     assert counts["prep"] > 50
+    assert counts["stranded"] > 20
 
 
 def _flow(shape, vcpus, servers, new, **kw):
@@ -105,6 +112,16 @@ KNOWN_OPEN_FLOWS = {
                                      (mo.ServerSpec(1, 10),), 0, "evacuate",
                                      mo.ServerSpec(1, 10)),
                              ["held s0 DISK_GB: expected 10, got 20"]),
+    # no finding: a same-host resize with a PCI device whose revert fails
+    # holds both devices (and the flavor twice), in both runs alike; the
+    # reconcile reports it (which device the server uses cannot be derived)
+    "revert-fails-device": (_flow(Shape(hosts=1, pci=True), (4,),
+                                  (mo.ServerSpec(1, 10, pci=True),),
+                                  mo.ServerSpec(1, 10, pci=True), end="revert_fails"),
+                            ["held s0 CUSTOM_PCI_ORACLE_DEV: expected 1, got 2",
+                             "held s0 DISK_GB: expected 10, got 20",
+                             "held s0 MEMORY_MB: expected 1024, got 2048",
+                             "held s0 VCPU: expected 1, got 2"]),
     # no finding: two sharing providers; stock claims the new disk on the
     # freer one, ours keeps it on the one holding the disk
     "shared-disk": (_flow(Shape(hosts=1, sharing=2, local_disk=False), (8,),
@@ -169,6 +186,32 @@ def test_vgpu_same_host_resize_holds_the_new_vgpu_beside_the_old_like_stock():
 
 def allocations_vgpu(allocs):
     return sum(r.get("VGPU", 0) for r in allocs.values())
+
+
+def _reconcile_dying_mid_pass(kill, write):
+    """Two writes in the final pass: s0's cold migration lost its
+    conductor (its migration holds everything), s1 was resized on its one
+    host and confirmed (ours' instance still holds max(old, new))."""
+    return mo.Flow(Shape(hosts=1), (8,), (mo.ServerSpec(1, 10), mo.ServerSpec(2, 20)),
+                   1, "resize", mo.ServerSpec(1, 40), verify_reconcile=False,
+                   kill=kill, reconcile_write=write, stranded=0)
+
+
+@pytest.mark.parametrize("kill, write", [
+    ("before_reconcile_write", 1), ("after_reconcile_write", 1),
+    ("before_reconcile_write", 2)])
+def test_reconcile_dying_mid_pass_ends_where_stock_ends_after_the_restarted_pass(
+        kill, write):
+    """The reconcile process dies right before or after one of its two
+    writes; the restarted service's pass ends where stock ends. Without
+    that pass the state differs (s1 still holds max(old, new)), so the
+    restarted pass is what this pins."""
+    flow = _reconcile_dying_mid_pass(kill, write)
+    diffs, stock, ours = mo.compare(flow, ReferencePlacement)
+    assert ours.killed == kill and not stock.killed
+    assert list(map(str, diffs)) == []
+    dead = run_flow(flow, OURS, ReferencePlacement(), restart=False)
+    assert "s1 h0 VCPU: expected 1, got 2" in map(str, mo.differences(flow, stock, dead))
 
 
 def _assert_still_there(family, new_client):
