@@ -79,7 +79,7 @@ def placement_query(context, spec_obj, host_manager) -> str:
     have run). Raises NoValidHost when a targeted host does not exist."""
     rr = sched_utils.resources_from_request_spec(
         context, spec_obj, host_manager, enable_pinning_translate=True)
-    if (getattr(rr, "cpu_pinning_requested", False) and
+    if (rr.cpu_pinning_requested and
             not CONF.workarounds.disable_fallback_pcpu_query):
         raise UseNova("pinned CPUs with nova's VCPU fallback query")
     return rr.to_querystring()
