@@ -14,7 +14,7 @@ when the placement client has the allocation-candidates endpoint.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -64,26 +64,27 @@ class Driver(Protocol):
     builds one with ``(client, conf, weighing=...)`` and calls this)."""
 
     client: PlacementClient
+    #: the options it was built with (the adapter reads
+    #: ``[scheduler_ext] nova_host_limit`` from them)
+    conf: cfg.ConfigOpts
 
-    def select_destinations(self, request: ScheduleRequest,
-                            max_alternates: int | None = None,
-                            ranking: Ranking | None = None
-                            ) -> list[list[Selection]]: ...
-
-
-@runtime_checkable
-class RefreshingDriver(Driver, Protocol):
-    """A driver whose view its caller may bring up to date ahead of a
-    decision (``refresh``, started as a request arrives) and then say so
-    (``refreshed=True``: no second refresh)."""
-
-    def refresh(self) -> None: ...
+    def refresh(self) -> None:
+        """Bring the view up to date ahead of a decision (the adapter starts
+        it as a request arrives, then passes ``refreshed=True``)."""
 
     def select_destinations(self, request: ScheduleRequest,
                             max_alternates: int | None = None,
                             ranking: Ranking | None = None, *,
                             refreshed: bool = False
-                            ) -> list[list[Selection]]: ...
+                            ) -> list[list[Selection]]:
+        """Claim a host per instance (see ``SchedulerDriver``)."""
+
+    def read_consumer(self, consumer_uuid: str) -> ConsumerAllocations:
+        """What one consumer holds in placement."""
+
+    def holder_root(self, allocs: Allocations) -> str | None:
+        """The one root the non-sharing providers of ``allocs`` belong to,
+        or None when the driver cannot tell."""
 
 
 def load_driver(client: PlacementClient, conf: cfg.ConfigOpts,
@@ -171,17 +172,16 @@ class SchedulerDriver:
 
     def read_consumer(self, consumer_uuid: str) -> ConsumerAllocations:
         """What one consumer holds (GET /allocations/{consumer}), through the
-        candidate source's own channel when it has one (the engine with the
-        sql source: one statement on placement's database), else through
-        the placement client."""
-        read = getattr(self.source, "consumer", None)
-        held: ConsumerAllocations = (read or self.client.get_consumer)(consumer_uuid)
-        return held
+        candidate source (the engine with the sql source: one statement on
+        placement's database; otherwise the placement client)."""
+        return self.source.consumer(consumer_uuid)
 
     def holder_root(self, allocs: Allocations) -> str | None:
         """The one root (a compute node) the non-sharing providers of
         ``allocs`` belong to, as the candidate source's own view knows it
         (``root_of``); None when the source has no view or cannot tell."""
-        root_of = getattr(self.source, "root_of", None)
-        root: str | None = root_of(allocs) if root_of else None
-        return root
+        return self.source.root_of(allocs)
+
+
+if TYPE_CHECKING:       # mypy checks the class against the declared contract
+    _IS_A_DRIVER: type[Driver] = SchedulerDriver

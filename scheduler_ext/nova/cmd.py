@@ -49,8 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     config.parse_args(sys.argv if argv is None else argv)
     logging.setup(conf, "nova")
     objects.register_all()
-    if hasattr(objects.Service, "enable_min_version_cache"):
-        objects.Service.enable_min_version_cache()
+    objects.Service.enable_min_version_cache()   # as nova-scheduler does
 
     try:
         # before the workers fork: a bad option stops the start once

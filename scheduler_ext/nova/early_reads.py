@@ -27,12 +27,13 @@ from scheduler_ext.nova.workers import Workers
 
 
 class EarlyReads:
-    """One call's early refresh and move look-up (either may be None:
-    not wanted, or the driver has no ``refresh``)."""
+    """One call's early refresh (the driver's) and move look-up (None:
+    the call cannot be a move)."""
 
-    def __init__(self, workers: Workers, refresh: Callable[[], None] | None,
+    def __init__(self, workers: Workers, refresh: Callable[[], None],
                  find_move: Callable[[], MoveContext | None] | None):
-        self._refresh: Future | None = workers.submit(refresh) if refresh else None
+        #: None once ``refreshed`` has been asked
+        self._refresh: Future | None = workers.submit(refresh)
         self._move: Future | None = workers.submit(find_move) if find_move else None
         #: another decision ran since the refresh started
         self.stale = False

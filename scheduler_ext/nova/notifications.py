@@ -79,7 +79,7 @@ def start_listener(conf, tracker: ReconcileTracker):
         LOG.info("nova emits no versioned notifications here: the "
                  "reconcile is driven by its migration poll alone")
         return None
-    transport = getattr(rpc, "NOTIFICATION_TRANSPORT", None)
+    transport = rpc.NOTIFICATION_TRANSPORT      # None until nova's rpc.init
     if transport is None:
         return None
     targets = [messaging.Target(topic=topic) for topic in

@@ -25,7 +25,7 @@ def global_request_id() -> str | None:
     """The global request id of the request this thread serves (nova's
     RequestContext sets itself as the current context), or None."""
     ctx = oslo_context.get_current()
-    return getattr(ctx, "global_id", None) if ctx is not None else None
+    return ctx.global_id if ctx is not None else None
 
 
 class ReportClientAdapter:

@@ -22,7 +22,7 @@ import nova.conf
 from nova.scheduler import filters as nova_filters
 
 from scheduler_ext.nova.request import allocation_request
-from scheduler_ext.sources.base import Candidate, Weights
+from scheduler_ext.sources.base import Candidate, Weights, roots_of
 
 CONF = nova.conf.CONF
 
@@ -158,8 +158,7 @@ class NovaRanking:
         #: whether the host states get our candidates (``reads_candidates``):
         #: handing them over costs a new object on each of up to 1,000
         #: states, and nova's default filters read none
-        enabled = getattr(host_manager, "enabled_filters", None)
-        self.hand_over = enabled is None or any(map(reads_candidates, enabled))
+        self.hand_over = any(map(reads_candidates, host_manager.enabled_filters))
 
     @property
     def states(self) -> dict[str, Any]:
@@ -215,10 +214,7 @@ class NovaRanking:
         nova's filters and weighers: at 1,000 hosts a pass over nova's
         objects costs about a millisecond in cache misses more than in
         Python, and nova's weighers have just touched them."""
-        roots = getattr(cands, "roots", None)     # no candidate made
-        if roots is None:
-            roots = [c.root for c in cands]
-        where = candidate_positions(roots)
+        where = candidate_positions(roots_of(cands))
         order = self._nova_order(self.host_states(cands, where))
         uuids = list(map(_uuid_of, order))
         self._ranked = (order, uuids)

@@ -79,7 +79,7 @@ def placement_query(context, spec_obj, host_manager) -> str:
     have run). Raises NoValidHost when a targeted host does not exist."""
     rr = sched_utils.resources_from_request_spec(
         context, spec_obj, host_manager, enable_pinning_translate=True)
-    if (getattr(rr, "cpu_pinning_requested", False) and
+    if (rr.cpu_pinning_requested and
             not CONF.workarounds.disable_fallback_pcpu_query):
         raise UseNova("pinned CPUs with nova's VCPU fallback query")
     return rr.to_querystring()
@@ -120,7 +120,7 @@ def may_be_move(spec_obj) -> bool:
 
 def find_move(context, instance_uuid: str, spec_obj,
               read_consumer: Callable[[str], ConsumerAllocations],
-              root_of: Callable[[Allocations], str | None] | None = None
+              root_of: Callable[[Allocations], str | None]
               ) -> MoveContext | None:
     """The resize or cold migration being scheduled for the instance, from
     its newest ``pre-migrating`` Migration record of ``MOVE_TYPES``
@@ -128,8 +128,7 @@ def find_move(context, instance_uuid: str, spec_obj,
     migration consumer holds nothing, i.e. nothing was moved to it). The
     record is looked for in the cell the conductor asked for (it asks for
     the instance's own), else in the instance's mapped cell. The migration
-    consumer is read with ``read_consumer`` (the driver's
-    ``read_consumer`` or the placement client's ``get_consumer``).
+    consumer is read with ``read_consumer`` (the driver's).
 
     The source host is the root that consumer's allocations sit on, as
     ``root_of`` (the driver's ``holder_root``) tells it: nova's conductor
@@ -149,7 +148,7 @@ def find_move(context, instance_uuid: str, spec_obj,
     old = allocations.class_totals(held.allocations)
     if not old:
         return None
-    source_root = root_of(held.allocations) if root_of else None
+    source_root = root_of(held.allocations)
     if source_root is None:
         with nova_context.target_cell(context, cell) as cctxt:
             try:

@@ -41,7 +41,7 @@ from nova.scheduler import request_filter
 from nova.scheduler import utils as sched_utils
 
 from scheduler_ext import errors
-from scheduler_ext.driver import Driver, RefreshingDriver
+from scheduler_ext.driver import Driver
 from scheduler_ext.moves.request import ScheduleRequest, Selection
 from scheduler_ext.nova import request as nova_request
 from scheduler_ext.nova.early_reads import EarlyReads
@@ -87,8 +87,7 @@ def host_limit(limit: int | None, driver: Driver) -> int | None:
     """How many hosts nova's filters see: placement's limit, lowered to
     ``[scheduler_ext] nova_host_limit`` when that is set. Never applied when
     nova wants every candidate (no limit: server groups, a targeted host)."""
-    conf = getattr(driver, "conf", None)
-    cap = conf.scheduler_ext.nova_host_limit if conf is not None else 0
+    cap = driver.conf.scheduler_ext.nova_host_limit
     return min(limit, cap) if cap and limit else limit
 
 
@@ -101,14 +100,6 @@ class NovaScheduler:
         self.driver = driver
         self.host_manager = host_manager
         self.client = client
-        #: the driver's consumer read when it has one (see
-        #: ``SchedulerDriver.read_consumer``), else placement's GET
-        self.read_consumer = getattr(driver, "read_consumer", client.get_consumer)
-        #: the driver's root of a move's old allocations, when it has one
-        #: (see ``SchedulerDriver.holder_root``)
-        self.holder_root = getattr(driver, "holder_root", None)
-        #: the driver, when its view can be refreshed early (``early_reads``)
-        self.refreshing = driver if isinstance(driver, RefreshingDriver) else None
         self.lock = threading.Lock()
         #: run each call's early refresh and move look-up (``early_reads``)
         self.early = Workers("scheduler-ext-early-reads", 2)
@@ -152,11 +143,10 @@ class NovaScheduler:
         the request filters touch neither its cell nor ``ignore_hosts``)."""
         find_move = (functools.partial(
             nova_request.find_move, admin, instance_uuids[0], spec_obj,
-            self.read_consumer, self.holder_root)
+            self.driver.read_consumer, self.driver.holder_root)
             if len(instance_uuids) == 1 and nova_request.may_be_move(spec_obj)
             else None)
-        refresh = self.refreshing.refresh if self.refreshing else None
-        return EarlyReads(self.early, refresh, find_move)
+        return EarlyReads(self.early, self.driver.refresh, find_move)
 
     @staticmethod
     def _requests(admin, spec, instance_uuids: list[str], query,
@@ -203,10 +193,8 @@ class NovaScheduler:
                num_alts: int, early: EarlyReads) -> list[Selection]:
         uuid = request.instance_uuids[0]
         try:
-            if self.refreshing is not None and early.refreshed():
-                return self.refreshing.select_destinations(
-                    request, num_alts, ranking, refreshed=True)[0]
-            return self.driver.select_destinations(request, num_alts, ranking)[0]
+            return self.driver.select_destinations(
+                request, num_alts, ranking, refreshed=early.refreshed())[0]
         except errors.NoValidHost as exc:
             LOG.info("no valid host for instance %s: %s", uuid, exc)
             raise exception.NoValidHost(

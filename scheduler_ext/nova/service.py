@@ -70,8 +70,8 @@ def check_database(conf=CONF) -> None:
 
 def nova_report_client() -> Any:
     """nova's process-wide ``SchedulerReportClient`` (the one nova's own
-    scheduler uses; releases before ``report_client_singleton`` get one
-    built once from the same ``[placement]`` options)."""
+    scheduler uses; releases without ``report_client_singleton``, nova 23
+    for one, get one built once from the same ``[placement]`` options)."""
     singleton = getattr(report, "report_client_singleton", None)
     if singleton is not None:
         return singleton()

@@ -13,9 +13,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import operator
-from typing import Iterable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Protocol, Sequence
 
-from scheduler_ext.placement.model import Allocations
+from scheduler_ext.placement.model import Allocations, ConsumerAllocations
 from scheduler_ext.placement.query import CandidateRequest
 
 
@@ -98,6 +98,16 @@ class CandidateSource(Protocol):
         when something was re-read and asking again may answer
         differently."""
 
+    def consumer(self, consumer_uuid: str) -> ConsumerAllocations:
+        """What one consumer holds in placement, read now through the
+        source's own channel (``GET /allocations/{consumer}`` or its SQL
+        equivalent)."""
+
+    def root_of(self, allocs: Allocations) -> str | None:
+        """The one root the non-sharing providers of ``allocs`` belong to
+        in the source's view; None when the source keeps no view, a
+        provider is unknown to it, or there is not exactly one."""
+
 
 class Ranking(Protocol):
     """One call's outer ranking of candidates (nova's host filters and
@@ -126,12 +136,27 @@ class LazyCandidates(Sequence[Candidate]):
     """Candidates made when read (a decision reads the few it claims and
     offers as alternates, out of up to 1,000): a subclass gives
     ``__len__`` and ``_item(k)`` for ``0 <= k < len``; indexing, slices
-    and equality (item by item) are here."""
+    and equality (item by item) are here. ``roots``, ``weight_at`` and
+    ``expect`` read without making candidates where a subclass can (the
+    defaults here make them)."""
 
     __slots__ = ()
 
     def _item(self, k: int) -> Candidate:
         raise NotImplementedError
+
+    @property
+    def roots(self) -> list[str]:
+        """Each candidate's root, in order."""
+        return [self._item(k).root for k in range(len(self))]
+
+    def weight_at(self, k: int) -> float:
+        """``self[k].weight`` (``0 <= k < len``)."""
+        return self._item(k).weight
+
+    def expect(self, ks: Sequence[int]) -> None:
+        """Candidates ``ks`` are read next: a subclass that builds them in
+        batches builds these together. A hint only (by default ignored)."""
 
     def __getitem__(self, k):
         n = len(self)
@@ -166,7 +191,7 @@ class RankedCandidates(LazyCandidates):
                  weights: Sequence[float | None]):
         self._cands = cands
         self._weights = weights
-        best_first: list[int] | None = getattr(weights, "best_first", None)
+        best_first = weights.best_first if isinstance(weights, Weights) else None
         if best_first is None:
             # compress() and the sort's key loop in C: up to 1,000 a decision
             best_first = list(itertools.compress(
@@ -187,12 +212,20 @@ class RankedCandidates(LazyCandidates):
 
     def _item(self, k: int) -> Candidate:
         if not self._told <= k < self._told + self.AHEAD:
-            expect = getattr(self._cands, "expect", None)
-            if expect is not None:
-                expect(self._order[k:k + self.AHEAD])
+            if isinstance(self._cands, LazyCandidates):
+                self._cands.expect(self._order[k:k + self.AHEAD])
             self._told = k
         i = self._order[k]
         return self._cands[i].with_weight(self._weights[i])  # type: ignore[arg-type]
+
+
+def roots_of(cands: Sequence[Candidate]) -> list[str]:
+    """Each candidate's root, in order (no candidate is made when
+    ``cands`` is lazy and knows its roots; the list may be ``cands``' own:
+    read it, never change it)."""
+    if isinstance(cands, LazyCandidates):
+        return cands.roots
+    return [c.root for c in cands]
 
 
 def ranked(cands: Sequence[Candidate], ranking: Ranking) -> Sequence[Candidate]:
@@ -224,6 +257,12 @@ class RankedSource:
                 also: Iterable[str] = ()) -> bool:
         return self.inner.recheck(query, limit, also)
 
+    def consumer(self, consumer_uuid: str) -> ConsumerAllocations:
+        return self.inner.consumer(consumer_uuid)
+
+    def root_of(self, allocs: Allocations) -> str | None:
+        return self.inner.root_of(allocs)
+
     def candidates(self, query: CandidateRequest, *,
                    limit: int) -> Sequence[Candidate]:
         return ranked(self.inner.candidates(query, limit=self.ranking.limit),
@@ -242,8 +281,8 @@ class RankedSource:
         same, held = (None if c is None else _reweighed(c, next(tail))
                       for c in extra)
         head = weights[:n]
-        best_first = getattr(weights, "best_first", None)
-        if best_first is not None:     # the ranking's order, without the tail's
+        if isinstance(weights, Weights):   # the ranking's order, without the tail's
+            best_first = weights.best_first
             head = Weights(head)
             head.best_first = list(itertools.compress(best_first, map(n.__gt__, best_first)))
         return MoveCandidates(same, RankedCandidates(others, head), held,
@@ -256,15 +295,14 @@ def _reweighed(cand: Candidate, weight: float | None) -> Candidate | None:
 
 class Extended(LazyCandidates):
     """``head`` then ``tail`` as one sequence, with the ``roots`` of both
-    (taken from ``head.roots`` when it has them: nothing is made)."""
+    (``roots_of``: nothing is made when ``head`` is lazy)."""
 
     __slots__ = ("_head", "_tail", "roots")
+    roots: list[str]
 
     def __init__(self, head: Sequence[Candidate], tail: Sequence[Candidate]):
         self._head, self._tail = head, tail
-        roots = getattr(head, "roots", None)
-        self.roots = (list(roots) if roots is not None else [c.root for c in head]) \
-            + [c.root for c in tail]
+        self.roots = roots_of(head) + [c.root for c in tail]
 
     def __len__(self) -> int:
         return len(self.roots)
@@ -284,11 +322,11 @@ class Inserted(LazyCandidates):
 
     def __init__(self, best_first: Sequence[Candidate], cand: Candidate, *,
                  ahead: bool = False, front: bool = False):
-        weight_at = getattr(best_first, "weight_at", None)   # nothing made
+        lazy = best_first if isinstance(best_first, LazyCandidates) else None
         lo, hi = 0, 0 if front else len(best_first)
         while lo < hi:
             mid = (lo + hi) // 2
-            w = best_first[mid].weight if weight_at is None else weight_at(mid)
+            w = best_first[mid].weight if lazy is None else lazy.weight_at(mid)
             if w > cand.weight or (w == cand.weight and not ahead):
                 lo = mid + 1
             else:
@@ -302,3 +340,7 @@ class Inserted(LazyCandidates):
         if k < self._at:
             return self._base[k]
         return self._cand if k == self._at else self._base[k - 1]
+
+
+if TYPE_CHECKING:       # mypy checks the class against the declared contract
+    _IS_A_SOURCE: type[CandidateSource] = RankedSource

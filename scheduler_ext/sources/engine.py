@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 from oslo_config import cfg
@@ -15,7 +15,7 @@ from scheduler_ext.engine.weigh import DEFAULT_WEIGHING, Weighing, top_k
 from scheduler_ext.placement import Allocations, PlacementClient
 from scheduler_ext.placement.model import ConsumerAllocations
 from scheduler_ext.placement.query import CandidateRequest
-from scheduler_ext.sources.base import Candidate, MoveCandidates
+from scheduler_ext.sources.base import Candidate, CandidateSource, MoveCandidates
 from scheduler_ext.sources.fleet_view import FleetView
 from scheduler_ext.sources.picked import PickedBatch, picked_candidates
 
@@ -173,3 +173,7 @@ def _position(rows: np.ndarray, row: int) -> int | None:
 
 def _candidate(fit: Fit, i: int, weight: float) -> Candidate:
     return picked_candidates(fit, [i], [weight])[0]
+
+
+if TYPE_CHECKING:       # mypy checks the class against the declared contract
+    _IS_A_SOURCE: type[CandidateSource] = EngineCandidateSource

@@ -101,6 +101,7 @@ class PickedBatch(LazyCandidates):
     claims and offers as alternates, out of up to 1,000."""
 
     __slots__ = ("roots", "weights", "_picks", "_ks", "_sources")
+    roots: list[str]
 
     def __init__(self, roots: list[str], weights: list[float],
                  picks: list[LazyPicks], ks: list[int],
@@ -114,6 +115,9 @@ class PickedBatch(LazyCandidates):
 
     def __len__(self) -> int:
         return len(self.roots)
+
+    def weight_at(self, k: int) -> float:
+        return self.weights[k]
 
     def _item(self, k: int) -> Candidate:
         return PickedCandidate(self.roots[k], self.weights[k],

@@ -22,7 +22,7 @@ way (nova's adapter: nova's scheduler).
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 from oslo_config import cfg
@@ -36,9 +36,10 @@ from scheduler_ext.placement import (SHARING_TRAIT, Allocations,
                                      CandidatesEndpoint, PlacementClient,
                                      allocations)
 from scheduler_ext.placement.client import read_listed_providers, read_provider
-from scheduler_ext.placement.model import FleetSnapshot, ProviderRecord
+from scheduler_ext.placement.model import (ConsumerAllocations, FleetSnapshot,
+                                           ProviderRecord)
 from scheduler_ext.placement.query import CandidateRequest
-from scheduler_ext.sources.base import Candidate, MoveCandidates
+from scheduler_ext.sources.base import Candidate, CandidateSource, MoveCandidates
 
 
 class PlacementCandidateSource:
@@ -74,6 +75,14 @@ class PlacementCandidateSource:
                 also: Iterable[str] = ()) -> bool:
         """Placement's answer is always fresh: nothing to re-read."""
         return False
+
+    def consumer(self, consumer_uuid: str) -> ConsumerAllocations:
+        """``GET /allocations/{consumer}``."""
+        return self.client.get_consumer(consumer_uuid)
+
+    def root_of(self, allocs: Allocations) -> str | None:
+        """None: no view is kept (the caller reads placement)."""
+        return None
 
     def _ask(self, query: CandidateRequest) -> tuple[list[Candidate], dict]:
         params = query.replace(limit=self.results).to_query()
@@ -193,3 +202,7 @@ def _root(req: dict, summaries: dict) -> str:
         if SHARING_TRAIT not in s.get("traits", ()):
             return s.get("root_provider_uuid", rp)
     return next(iter(req["allocations"]))
+
+
+if TYPE_CHECKING:       # mypy checks the class against the declared contract
+    _IS_A_SOURCE: type[CandidateSource] = PlacementCandidateSource

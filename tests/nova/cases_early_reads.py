@@ -93,11 +93,6 @@ class EarlyReadsRules(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "database went away"):
             early.move()
 
-    def test_nothing_started_when_nothing_is_wanted(self):
-        early = EarlyReads(self.workers, None, None)
-        self.assertFalse(early.refreshed())
-        self.assertIsNone(early.move())
-
 
 class EarlyReadsInNova(OurCases, integrated_helpers.ProviderUsageBaseTestCase):
     """Through nova's API, conductor and our scheduler manager."""

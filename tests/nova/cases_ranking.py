@@ -75,6 +75,8 @@ class _HostManager:
                  cell_order: list[str] | None = None):
         self.order = order
         self.filter = host_filter
+        #: what nova's HostManager names its filters by (``hand_over``)
+        self.enabled_filters = [host_filter]
         #: the order nova's database gives the states in (default: asked)
         self.cell_order = cell_order
         #: the hosts each call of the filters and the weighers was given

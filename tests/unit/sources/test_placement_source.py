@@ -68,3 +68,19 @@ def test_source_beyond_placements_first_results_is_offered_without_release():
     assert inner.get_consumer(server).allocations == {source: NEW}
     assert inner.get_consumer(migration).allocations == {}
     assert client.writes == 1                 # the claim alone: no release
+
+
+def test_placement_engine_reads_a_consumer_from_placement_and_names_no_holder_root():
+    """The driver's ``read_consumer`` and ``holder_root`` (what nova's
+    adapter calls for a move) on the placement source: the consumer as
+    placement holds it; no root, since the source keeps no view (the
+    adapter then reads the source's ComputeNode record)."""
+    inner = EmbeddedPlacement()
+    source = _host(inner, 0, 8)
+    migration = str(uuid.uuid4())
+    inner.put_allocations(migration, AllocationWrite(
+        {source: OLD}, "p", "u", None, "MIGRATION"))
+    drv, _ = start(PlacementWithCandidates(inner), engine="placement")
+    assert drv.read_consumer(migration) == inner.get_consumer(migration)
+    assert drv.read_consumer(migration).allocations == {source: OLD}
+    assert drv.holder_root({source: OLD}) is None
