@@ -18,7 +18,7 @@ channel allows:
 
 Implementations: ``ApiChanges`` (placement's REST API, here),
 ``SqlChanges`` (placement's database, ``sql_changes.py``) and
-and ``FeedChanges`` (a client that says what changed: the embedded
+``FeedChanges`` (a client that says what changed: the embedded
 placement's change feed).
 ``fleet_view.choose_source`` picks one.
 """
@@ -53,8 +53,9 @@ def live_uuids(index: CapacityIndex) -> list[str]:
 
 
 @dataclasses.dataclass
-class Changes:
-    """What a source found. ``records`` are indexed by value (re-written
+class IndexUpdate:
+    """What a source found, as a write to the capacity index
+    (``apply_to``). ``records`` are indexed by value (re-written
     when the generation moved, usage corrected when it did not),
     ``removed`` are providers placement no longer has, ``usage`` the
     usage of indexed providers (uuid -> class -> used; classes not listed:
@@ -94,11 +95,11 @@ class ChangeSource(Protocol):
 
     def full_read(self) -> FleetSnapshot: ...
 
-    def poll(self, index: CapacityIndex) -> Changes: ...
+    def poll(self, index: CapacityIndex) -> IndexUpdate: ...
 
-    def read(self, uuids: Iterable[str]) -> Changes: ...
+    def read(self, uuids: Iterable[str]) -> IndexUpdate: ...
 
-    def reread(self, index: CapacityIndex) -> Changes: ...
+    def reread(self, index: CapacityIndex) -> IndexUpdate: ...
 
     def consumer(self, consumer_uuid: str) -> ConsumerAllocations:
         """What one consumer holds, as GET /allocations/{consumer} shows
@@ -124,15 +125,15 @@ class ApiChanges:
         records, _ = read_listed_providers(self.client, self.client.list_providers())
         return FleetSnapshot(tuple(records))
 
-    def poll(self, index: CapacityIndex) -> Changes:
+    def poll(self, index: CapacityIndex) -> IndexUpdate:
         listed = self.client.list_providers()
         moved = [p for p in listed if index.generation(p.uuid) != p.generation]
         records, gone = read_listed_providers(self.client, moved)
         seen = {p.uuid for p in listed}
-        return Changes(records, gone + [u for u in live_uuids(index) if u not in seen])
+        return IndexUpdate(records, gone + [u for u in live_uuids(index) if u not in seen])
 
-    def read(self, uuids: Iterable[str]) -> Changes:
-        out = Changes()
+    def read(self, uuids: Iterable[str]) -> IndexUpdate:
+        out = IndexUpdate()
         for u in dict.fromkeys(uuids):
             try:
                 prov = self.client.get_provider(u)
@@ -144,8 +145,8 @@ class ApiChanges:
             out.removed += gone
         return out
 
-    def reread(self, index: CapacityIndex) -> Changes:
-        out = Changes(usages=[])
+    def reread(self, index: CapacityIndex) -> IndexUpdate:
+        out = IndexUpdate(usages=[])
         for u in live_uuids(index):
             try:
                 used = self.client.get_usages(u)
@@ -179,27 +180,27 @@ class FeedChanges:
         self.position = self.client.change_position()
         return self.client.snapshot()
 
-    def poll(self, index: CapacityIndex) -> Changes:
+    def poll(self, index: CapacityIndex) -> IndexUpdate:
         news = self.client.changes_since(self.position)
         if news.providers is None:
             snap = self.full_read()
             seen = {r.provider.uuid for r in snap.providers}
-            return Changes(list(snap.providers),
+            return IndexUpdate(list(snap.providers),
                            [u for u in live_uuids(index) if u not in seen])
         self.position = news.position
         return self.read(news.providers)
 
-    def read(self, uuids: Iterable[str]) -> Changes:
+    def read(self, uuids: Iterable[str]) -> IndexUpdate:
         """The records of ``uuids`` in one read; those placement no longer
         has are removed."""
         wanted = list(dict.fromkeys(uuids))
         records = list(self.client.snapshot(wanted).providers)
         found = {r.provider.uuid for r in records}
         # a uuid placement knows reads back canonical: its lower case
-        return Changes(records, [u for u in wanted if u.lower() not in found])
+        return IndexUpdate(records, [u for u in wanted if u.lower() not in found])
 
-    def reread(self, index: CapacityIndex) -> Changes:
-        return Changes()
+    def reread(self, index: CapacityIndex) -> IndexUpdate:
+        return IndexUpdate()
 
     def consumer(self, consumer_uuid: str) -> ConsumerAllocations:
         return self.client.get_consumer(consumer_uuid)

@@ -7,7 +7,7 @@ Three paths write the index, each with its own rule:
   ``poll``, which reports every increase since the last poll (see
   ``changes.py``); nothing O(fleet) happens there with the sql source,
   whose poll is one statement and brings the usage of the providers
-  written (``Changes.usage``: their set-up waits for the re-read);
+  written (``IndexUpdate.usage``: their set-up waits for the re-read);
 * ``changed`` (our own claims and releases): the providers written are
   re-read at once;
 * the background re-read (its own thread, every ``reread_interval``
@@ -44,7 +44,7 @@ from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.placement.sql_snapshot import OPTION, SqlSnapshot
 from scheduler_ext.placement.client import CandidatesEndpoint, ChangeFeed
 from scheduler_ext.placement.model import ConsumerAllocations
-from scheduler_ext.sources.changes import (ApiChanges, ChangeFeedClient, Changes,
+from scheduler_ext.sources.changes import (ApiChanges, ChangeFeedClient, IndexUpdate,
                                            ChangeSource, FeedChanges)
 from scheduler_ext.sources.sql_changes import SqlChanges
 
@@ -235,7 +235,7 @@ class FleetView:
         self.changed(wanted)
         return True
 
-    def _apply(self, changes: Changes) -> None:
+    def _apply(self, changes: IndexUpdate) -> None:
         changes.apply_to(self.index)
         if self._touched is not None:
             self._touched |= changes.providers
@@ -303,7 +303,7 @@ class FleetView:
         with self.index.lock:
             self.index.trees()
 
-    def _apply_reread(self, changes: Changes) -> None:
+    def _apply_reread(self, changes: IndexUpdate) -> None:
         """Apply a re-read, except to providers written since it began."""
         skip = self._touched or set()
         if changes.usage:

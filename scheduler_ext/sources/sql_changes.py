@@ -54,7 +54,7 @@ import numpy as np
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.placement.model import ConsumerAllocations, FleetSnapshot
 from scheduler_ext.placement.sql_snapshot import AllocationRow, SqlSnapshot, TailSums
-from scheduler_ext.sources.changes import Changes, live_uuids
+from scheduler_ext.sources.changes import IndexUpdate, live_uuids
 
 #: Allocation ids re-read behind the newest one seen (see module docstring):
 #: covers commits up to this many rows late and sqlite id reuse this deep.
@@ -154,10 +154,10 @@ class SqlChanges:
         for i in drop:
             self._tally(i, tail.pop(i)[3], -1)
 
-    def _records(self, ids: Iterable[int]) -> Changes:
+    def _records(self, ids: Iterable[int]) -> IndexUpdate:
         """Fresh records of the providers ``ids``; those gone are removed."""
         wanted = sorted(set(ids))
-        out = Changes()
+        out = IndexUpdate()
         for k in range(0, len(wanted), CHUNK):
             part = wanted[k:k + CHUNK]
             records = self.sql.records(part).providers
@@ -176,7 +176,7 @@ class SqlChanges:
         self.uuid_of = {i: u for i, u, _ in self.sql.provider_table()}
         return self.sql.snapshot()
 
-    def poll(self, index: CapacityIndex) -> Changes:
+    def poll(self, index: CapacityIndex) -> IndexUpdate:
         """One statement when the tail's checksum is unchanged: the rows
         above ``high`` and the usage of their providers. Else also the rows
         of the tail's buckets whose checksum differs (``_probe``), then the
@@ -200,19 +200,19 @@ class SqlChanges:
             self._slide(fresh)
         ids = touched | {r[1] for r in fresh}
         if not ids:
-            return Changes()
+            return IndexUpdate()
         return self._take(sorted(ids), usage, index)
 
     def _take(self, ids: list[int], usage: dict[int, dict[str, int]],
-              index: CapacityIndex) -> Changes:
-        """Changes for the providers ``ids``: ``usage`` (provider id ->
+              index: CapacityIndex) -> IndexUpdate:
+        """The update for the providers ``ids``: ``usage`` (provider id ->
         class -> used) for the live indexed ones it covers, whole records
         (or their removal) for the rest."""
         uuids = [self.uuid_of.get(i) for i in ids]
         rows = np.array([-1 if u is None else index.row_of.get(u, -1) for u in uuids],
                         np.int64)
         live = (rows >= 0) & index.alive[rows]   # row -1: masked
-        out, unknown = Changes(), []
+        out, unknown = IndexUpdate(), []
         for i, u, ok in zip(ids, uuids, live.tolist()):
             if ok and i in usage:
                 out.usage[u] = usage[i]  # type: ignore[index]
@@ -223,9 +223,9 @@ class SqlChanges:
             out.records, out.removed = whole.records, whole.removed
         return out
 
-    def read(self, uuids: Iterable[str]) -> Changes:
+    def read(self, uuids: Iterable[str]) -> IndexUpdate:
         wanted = set(uuids)
-        out = Changes()
+        out = IndexUpdate()
         for k in range(0, len(wanted), CHUNK):
             part = sorted(wanted)[k:k + CHUNK]
             records = self.sql.snapshot(part).providers
@@ -234,7 +234,7 @@ class SqlChanges:
             out.removed += [u for u in part if u not in found]
         return out
 
-    def reread(self, index: CapacityIndex) -> Changes:
+    def reread(self, index: CapacityIndex) -> IndexUpdate:
         table = self.sql.provider_table()
         self.uuid_of = {i: u for i, u, _ in table}
         moved = [i for i, u, g in table if index.generation(u) != g]

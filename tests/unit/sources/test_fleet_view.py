@@ -17,7 +17,7 @@ from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.placement.model import FleetSnapshot, Provider, ProviderRecord
 from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.sources import fleet_view
-from scheduler_ext.sources.changes import ApiChanges, Changes
+from scheduler_ext.sources.changes import ApiChanges, IndexUpdate
 from scheduler_ext.sources.changes import live_uuids
 from scheduler_ext.sources.fleet_view import FleetView
 from tests.unit.helpers import small_host
@@ -122,7 +122,7 @@ class StaticSource:
 
     def __init__(self, snapshot, reread=None):
         self.snapshot = snapshot
-        self.reread_changes = reread or Changes(usages=[])
+        self.reread_changes = reread or IndexUpdate(usages=[])
         self.reading = threading.Event()
         self.release = threading.Event()
         self.release.set()
@@ -132,10 +132,10 @@ class StaticSource:
         return self.snapshot
 
     def poll(self, index):
-        return Changes()
+        return IndexUpdate()
 
     def read(self, uuids):
-        return Changes([self.reads[u] for u in uuids])
+        return IndexUpdate([self.reads[u] for u in uuids])
 
     def reread(self, index):
         self.reading.set()
@@ -155,7 +155,7 @@ def test_fleet_view_with_a_new_standard_class_from_its_source():
 def test_background_reread_never_blocks_a_refresh():
     rec = _record("VCPU")
     source = StaticSource(FleetSnapshot((rec,)),
-                          Changes(usages=[(rec.provider.uuid, "VCPU", 0)]))
+                          IndexUpdate(usages=[(rec.provider.uuid, "VCPU", 0)]))
     source.release.clear()
     view = FleetView(None, _conf(reread_interval=0.01), source=source)
     time.sleep(0.02)
@@ -176,7 +176,7 @@ def _reread_stuck_reading():
     ``source.release`` is set."""
     rec = _record("VCPU")
     source = StaticSource(FleetSnapshot((rec,)),
-                          Changes(usages=[(rec.provider.uuid, "VCPU", 0)]))
+                          IndexUpdate(usages=[(rec.provider.uuid, "VCPU", 0)]))
     source.release.clear()
     view = FleetView(None, _conf(reread_interval=0.01), source=source)
     time.sleep(0.02)
