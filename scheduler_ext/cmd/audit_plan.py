@@ -16,8 +16,10 @@ from scheduler_ext.placement import AllocationWrite, PlacementClient, allocation
 
 
 @dataclasses.dataclass
-class Fix:
-    """One atomic write: ``subject`` (what it is about), why, the write."""
+class AuditFix:
+    """One atomic write of the audit's plan: ``subject`` (an instance,
+    from the reconcile's ``Fix``, or an unknown consumer), why, the write,
+    and how applying it went."""
 
     subject: str
     reason: str
@@ -32,7 +34,7 @@ class Findings:
     migration_allocations: list[str] = dataclasses.field(default_factory=list)
     unknown_consumers: list[str] = dataclasses.field(default_factory=list)
     unfixable: list[str] = dataclasses.field(default_factory=list)
-    fixes: list[Fix] = dataclasses.field(default_factory=list)
+    fixes: list[AuditFix] = dataclasses.field(default_factory=list)
     left_alone: list[str] = dataclasses.field(default_factory=list)
     instances: int | None = None
     after_apply: list[str] | None = None
@@ -121,12 +123,12 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _unknown_fix(client: PlacementClient, consumer: str) -> Fix:
+def _unknown_fix(client: PlacementClient, consumer: str) -> AuditFix:
     held = client.get_consumer(consumer)
-    return Fix(f"consumer {consumer}",
-               f"holds {allocations.copy(held.allocations)} but nova knows no "
-               "such instance or migration: delete its allocations",
-               {consumer: held.write({})})
+    return AuditFix(f"consumer {consumer}",
+                    f"holds {allocations.copy(held.allocations)} but nova knows no "
+                    "such instance or migration: delete its allocations",
+                    {consumer: held.write({})})
 
 
 def examine(client: PlacementClient, states: Iterable[InstanceState] | None,
@@ -163,6 +165,6 @@ def examine(client: PlacementClient, states: Iterable[InstanceState] | None,
             found.unfixable.append(f"instance {state.uuid}: {exc}")
             continue
         if fix is not None:
-            found.fixes.append(Fix(f"instance {state.uuid}", fix.reason,
-                                   dict(fix.writes)))
+            found.fixes.append(AuditFix(f"instance {state.uuid}", fix.reason,
+                                        dict(fix.writes)))
     return found
