@@ -50,9 +50,10 @@ ORDER = ("create-provider", "set-inventory", "add-trait", "add-aggregate",
 
 
 @dataclasses.dataclass(frozen=True)
-class Change:
-    """One write: ``kind`` is one of ``ORDER``; ``value`` the inventory,
-    trait or aggregate; ``why`` the reason of a removal."""
+class ProviderWrite:
+    """One write to a provider of placement: ``kind`` is one of
+    ``ORDER``; ``value`` the inventory, trait or aggregate; ``why`` the
+    reason of a removal."""
 
     kind: str
     provider: str          # uuid
@@ -76,7 +77,7 @@ class Change:
 
 @dataclasses.dataclass
 class SyncPlan:
-    changes: list[Change] = dataclasses.field(default_factory=list)
+    changes: list[ProviderWrite] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)
     refusals: list[str] = dataclasses.field(default_factory=list)
 
@@ -97,10 +98,11 @@ def _plan_sharing(client: PlacementClient, spec: SharingProviderSpec,
             f"{spec.uuid} (derived from the filesystem); rename or delete it")
         return
     if spec.uuid not in by_uuid:
-        out.changes += [Change("create-provider", spec.uuid, spec.name),
-                        Change("set-inventory", spec.uuid, spec.name, spec.inventory),
-                        Change("add-trait", spec.uuid, spec.name, SHARING_TRAIT),
-                        Change("add-aggregate", spec.uuid, spec.name, spec.aggregate)]
+        out.changes += [
+            ProviderWrite("create-provider", spec.uuid, spec.name),
+            ProviderWrite("set-inventory", spec.uuid, spec.name, spec.inventory),
+            ProviderWrite("add-trait", spec.uuid, spec.name, SHARING_TRAIT),
+            ProviderWrite("add-aggregate", spec.uuid, spec.name, spec.aggregate)]
         return
     invs, traits, aggs = _current(client, spec.uuid)
     if invs.get(DISK) != spec.inventory:
@@ -112,13 +114,14 @@ def _plan_sharing(client: PlacementClient, spec: SharingProviderSpec,
                 f"allocated (filesystem {spec.filesystem}, hosts "
                 f"{', '.join(spec.members)})")
         else:
-            out.changes.append(Change("set-inventory", spec.uuid, spec.name,
-                                      spec.inventory))
+            out.changes.append(ProviderWrite("set-inventory", spec.uuid, spec.name,
+                                             spec.inventory))
     if SHARING_TRAIT not in traits:
-        out.changes.append(Change("add-trait", spec.uuid, spec.name, SHARING_TRAIT))
+        out.changes.append(ProviderWrite("add-trait", spec.uuid, spec.name,
+                                         SHARING_TRAIT))
     if spec.aggregate not in aggs:
-        out.changes.append(Change("add-aggregate", spec.uuid, spec.name,
-                                  spec.aggregate))
+        out.changes.append(ProviderWrite("add-aggregate", spec.uuid, spec.name,
+                                         spec.aggregate))
 
 
 def _plan_members(client: PlacementClient, spec: SharingProviderSpec,
@@ -141,8 +144,8 @@ def _plan_members(client: PlacementClient, spec: SharingProviderSpec,
                 "1784020); 'scheduler-ext storage migrate-disk' moves its "
                 "allocations to the sharing provider")
         if spec.aggregate not in aggregates[prov.uuid]:
-            out.changes.append(Change("add-aggregate", prov.uuid, host,
-                                      spec.aggregate))
+            out.changes.append(ProviderWrite("add-aggregate", prov.uuid, host,
+                                             spec.aggregate))
 
 
 def _ours(providers: Iterable[Provider]) -> list[Provider]:
@@ -180,8 +183,8 @@ def _plan_removals(client: PlacementClient, topology: Topology,
                "missing": "no report for it"}.get(state, f"its report says {state}")
         for agg in extra:
             if prune:
-                out.changes.append(Change("remove-aggregate", prov.uuid,
-                                          prov.name, agg, why))
+                out.changes.append(ProviderWrite("remove-aggregate", prov.uuid,
+                                                 prov.name, agg, why))
             else:
                 out.warnings.append(f"{where}: {why}; --prune removes it from "
                                     f"{our_aggs[agg]} (aggregate {agg})")
@@ -194,8 +197,8 @@ def _plan_removals(client: PlacementClient, topology: Topology,
                 f"{prov.name}: no report names it, but it holds allocations "
                 f"of {len(held)} consumer(s); kept")
         elif prune:
-            out.changes.append(Change("delete-provider", prov.uuid, prov.name,
-                                      why="no report names it; no allocations"))
+            out.changes.append(ProviderWrite("delete-provider", prov.uuid, prov.name,
+                                             why="no report names it; no allocations"))
         else:
             out.warnings.append(f"{prov.name}: no report names it; --prune "
                                 "deletes it (it holds no allocations)")
@@ -231,7 +234,7 @@ def plan(client: PlacementClient, topology: Topology, *, prune: bool = False,
     return out
 
 
-def _write(client: PlacementClient, change: Change) -> None:
+def _write(client: PlacementClient, change: ProviderWrite) -> None:
     rp = change.provider
     if change.kind == "create-provider":
         client.create_provider(change.name, uuid=rp)
