@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Mapping
 
 from scheduler_ext import errors
 from scheduler_ext.moves.reconcile import InstanceState
-from scheduler_ext.placement import PlacementClient, allocations
+from scheduler_ext.placement import Allocations, PlacementClient, allocations
 from scheduler_ext.placement.client import ChangeFeed
 
 #: consumer uuid -> the server it belongs to (instance or migration), or None
@@ -195,7 +195,7 @@ class TouchedChecker:
         for rp in self.names:
             self._provider(rp)
 
-    def _add(self, allocs: Mapping[str, Mapping[str, int]], sign: int) -> None:
+    def _add(self, allocs: Allocations, sign: int) -> None:
         for rp, res in allocs.items():
             sums = self.sums.setdefault(rp, {})
             for rc, n in res.items():

@@ -43,7 +43,8 @@ from scheduler_ext.lab.move_flows import (CLAIM_KILL_POINTS, ENDS, FAILURES,
                                           Flow, ServerSpec, draw_flow, flavor_of,
                                           random_flow)
 from scheduler_ext.lab.move_run import OURS, STOCK, Difference, Outcome, run_flow
-from scheduler_ext.placement import DEVICE_CLASSES, PlacementClient, allocations
+from scheduler_ext.placement import (DEVICE_CLASSES, Allocations, PlacementClient,
+                                     allocations)
 
 __all__ = ["CLAIM_KILL_POINTS", "ENDS", "FAILURES", "KILL_POINTS", "KNOWN_OPEN", "MOVES",
            "RECONCILE_KILL_POINTS", "Difference",
@@ -114,8 +115,8 @@ def differences(flow: Flow, stock: Outcome, ours: Outcome) -> list[Difference]:
     return out + ours.verify + ours.held
 
 
-def _diff(prefix: str, want: Mapping[str, Mapping[str, int]],
-          got: Mapping[str, Mapping[str, int]]) -> Iterator[Difference]:
+def _diff(prefix: str, want: Allocations,
+          got: Allocations) -> Iterator[Difference]:
     for p in sorted(set(want) | set(got)):
         for rc in sorted(set(want.get(p, {})) | set(got.get(p, {}))):
             e, a = want.get(p, {}).get(rc, 0), got.get(p, {}).get(rc, 0)

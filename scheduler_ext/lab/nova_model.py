@@ -51,7 +51,8 @@ from typing import Callable, Mapping
 from oslo_log import log as logging
 
 from scheduler_ext import errors
-from scheduler_ext.placement import AllocationWrite, PlacementClient, allocations
+from scheduler_ext.placement import (AllocationWrite, Allocations, PlacementClient,
+                                     allocations)
 from scheduler_ext.moves.reconcile import InstanceState, MoveState
 from scheduler_ext.moves.request import MoveContext, ScheduleRequest, Selection
 from scheduler_ext.lab.server_query import AvoidHosts, query
@@ -132,7 +133,7 @@ class NovaModel:
         return server
 
     def place(self, flavor: Mapping[str, int],
-              allocs: Mapping[str, Mapping[str, int]], host: str) -> Server:
+              allocs: Allocations, host: str) -> Server:
         """A server booted on ``host`` with ``allocs`` claimed directly
         (nova's conductor claiming a forced host, one PUT); Conflict when
         placement refuses it, and then nothing is recorded."""

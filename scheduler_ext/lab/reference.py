@@ -19,7 +19,7 @@ import math
 from typing import Iterable, Mapping
 
 from scheduler_ext.placement.model import SHARING_TRAIT as SHARING
-from scheduler_ext.placement.model import FleetSnapshot
+from scheduler_ext.placement.model import Allocations, FleetSnapshot
 from scheduler_ext.placement.query import CandidateRequest, RequestGroup
 
 #: one group's answer at one anchor: ((provider, class, amount), ...) and
@@ -246,7 +246,7 @@ class Reference:
 
     # ------------------------------------------------------------ answers
     def candidates(self, req: CandidateRequest,
-                   released: Mapping[str, Mapping[str, int]] | None = None) -> dict:
+                   released: Allocations | None = None) -> dict:
         """Unlimited ``GET /allocation_candidates`` answer (order: anchors
         by uuid)."""
         seen: dict = {}
@@ -273,7 +273,7 @@ class Reference:
         return {"allocation_requests": areqs, "provider_summaries": summaries}
 
     def fitting_roots(self, req: CandidateRequest,
-                      released: Mapping[str, Mapping[str, int]] | None = None,
+                      released: Allocations | None = None,
                       include_sharing_roots: bool = False) -> list[str]:
         """Roots with at least one candidate (the scheduler's question)."""
         return [a for a in self.by_anchor(req, released)

@@ -8,7 +8,8 @@ from typing import Iterator
 
 from scheduler_ext import errors
 from scheduler_ext.moves.request import ScheduleRequest
-from scheduler_ext.placement import ConsumerAllocations, PlacementClient, allocations
+from scheduler_ext.placement import (ConsumerAllocations, PlacementClient,
+                                     WritableAllocations, allocations)
 
 #: placement consumer types (microversion 1.38)
 INSTANCE = "INSTANCE"
@@ -35,7 +36,7 @@ class Held:
         if self.migration_uuid is not None:
             yield self.migration_uuid, MIGRATION, self.migration
 
-    def old(self) -> allocations.AllocationDict:
+    def old(self) -> WritableAllocations:
         """What the server holds now: the migration's allocations (nova's
         conductor moved them there) plus anything the instance holds."""
         return allocations.total(*(c.allocations for _, _, c in self.consumers()))

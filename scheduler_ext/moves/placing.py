@@ -9,7 +9,8 @@ from typing import Mapping, Sequence
 
 from scheduler_ext import errors
 from scheduler_ext.placement import (SHARING_TRAIT, Allocations,
-                                     PlacementClient, allocations)
+                                     PlacementClient, WritableAllocations,
+                                     allocations)
 from scheduler_ext.placement.client import read_whole_devices
 
 
@@ -27,13 +28,13 @@ class Placer:
 
     def flavor(self, resources: Mapping[str, int], host: str,
                current: Allocations,
-               fallback: Sequence[Allocations] = ()) -> allocations.AllocationDict:
+               fallback: Sequence[Allocations] = ()) -> WritableAllocations:
         """Where each class of ``resources`` should sit: the provider of
         ``current`` holding it (the host, a provider of its tree or one
         sharing with it), else the one of the ``fallback`` sets, else
         ``provider_for``. Uncertain when the holders are several and hold
         another total than the one needed (which to trim or grow?)."""
-        out: allocations.AllocationDict = {}
+        out: WritableAllocations = {}
         for rc, n in resources.items():
             holders = self._holders(rc, host, [current])
             if not holders:
@@ -62,12 +63,12 @@ class Placer:
         return out
 
     def kept(self, host: str,
-              sets: Sequence[Allocations]) -> allocations.AllocationDict:
+              sets: Sequence[Allocations]) -> WritableAllocations:
         """The classes no flavor gives, each kept exactly once: per class,
         the one way the consumers of ``sets`` hold it ({provider: units});
         when they hold it differently, the one way on providers serving
         ``host``; else Uncertain."""
-        out: allocations.AllocationDict = {}
+        out: WritableAllocations = {}
         for rc in sorted(set().union(*map(allocations.classes, sets))
                          - self.managed):
             ways: list[dict[str, int]] = []

@@ -59,7 +59,7 @@ from scheduler_ext import errors
 from scheduler_ext.moves.placing import Placer
 from scheduler_ext.placement import (AllocationWrite, Allocations,
                                      ConsumerAllocations, PlacementClient,
-                                     allocations)
+                                     WritableAllocations, allocations)
 
 LOG = logging.getLogger(__name__)
 
@@ -260,15 +260,15 @@ class _Plan:
         self.inst, self.held, self.migs = inst, held, migs
         self.placer = placer
         self.managed = placer.managed
-        self.targets: dict[str, dict[str, dict[str, int]]] = {}
+        self.targets: dict[str, WritableAllocations] = {}
         self.reasons: list[str] = []
 
-    def target(self, consumer: str, allocs: dict[str, dict[str, int]],
+    def target(self, consumer: str, allocs: WritableAllocations,
                reason: str) -> None:
         self.targets[consumer] = allocs
         self.reasons.append(reason)
 
-    def keep(self, allocs: Allocations) -> allocations.AllocationDict:
+    def keep(self, allocs: Allocations) -> WritableAllocations:
         """The entries of classes no flavor gives (kept where they are)."""
         return allocations.only_classes(allocs, self.managed, exclude=True)
 

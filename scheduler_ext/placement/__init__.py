@@ -12,11 +12,11 @@ from scheduler_ext.placement.client import CandidatesEndpoint, PlacementClient
 from scheduler_ext.placement.model import (
     DEVICE_CLASSES, SHARING_TRAIT, WHOLE_DEVICE_TRAIT, AllocationWrite,
     Allocations, ConsumerAllocations,
-    FleetSnapshot, Inventory, Provider, ProviderRecord)
+    FleetSnapshot, Inventory, Provider, ProviderRecord, WritableAllocations)
 
 __all__ = [
     "DEVICE_CLASSES", "SHARING_TRAIT", "WHOLE_DEVICE_TRAIT", "AllocationWrite", "Allocations",
     "CandidatesEndpoint",
     "ConsumerAllocations", "FleetSnapshot", "Inventory",
-    "PlacementClient", "Provider", "ProviderRecord",
+    "PlacementClient", "Provider", "ProviderRecord", "WritableAllocations",
 ]

@@ -10,19 +10,16 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from scheduler_ext.placement import validation
-from scheduler_ext.placement.model import Allocations
-
-#: A writable allocation set.
-AllocationDict = dict[str, dict[str, int]]
+from scheduler_ext.placement.model import Allocations, WritableAllocations
 
 
-def copy(allocs: Allocations) -> AllocationDict:
+def copy(allocs: Allocations) -> WritableAllocations:
     """A writable copy, zero entries and empty providers dropped."""
     return {rp: {rc: n for rc, n in res.items() if n}
             for rp, res in allocs.items() if any(res.values())}
 
 
-def add(total: AllocationDict, allocs: Allocations, sign: int = 1) -> AllocationDict:
+def add(total: WritableAllocations, allocs: Allocations, sign: int = 1) -> WritableAllocations:
     """Add (``sign=1``) or subtract (``sign=-1``) ``allocs`` into ``total``
     in place; entries that reach zero are dropped. Returns ``total``."""
     for rp, resources in allocs.items():
@@ -38,15 +35,15 @@ def add(total: AllocationDict, allocs: Allocations, sign: int = 1) -> Allocation
     return total
 
 
-def total(*sets: Allocations) -> AllocationDict:
+def total(*sets: Allocations) -> WritableAllocations:
     """The sum of several allocation sets, per (provider, class)."""
-    out: AllocationDict = {}
+    out: WritableAllocations = {}
     for allocs in sets:
         add(out, allocs)
     return out
 
 
-def per_class_max(a: Allocations, b: Allocations) -> AllocationDict:
+def per_class_max(a: Allocations, b: Allocations) -> WritableAllocations:
     """Per (provider, class) maximum of two allocation sets."""
     out = copy(a)
     for rp, res in b.items():
@@ -57,7 +54,7 @@ def per_class_max(a: Allocations, b: Allocations) -> AllocationDict:
     return out
 
 
-def merge_missing(a: Allocations, b: Allocations) -> AllocationDict:
+def merge_missing(a: Allocations, b: Allocations) -> WritableAllocations:
     """``a`` plus, per provider, the classes of ``b`` that ``a`` does not
     name there."""
     out = copy(a)
@@ -69,7 +66,7 @@ def merge_missing(a: Allocations, b: Allocations) -> AllocationDict:
 
 
 def only_classes(allocs: Allocations, keep: set[str] | frozenset[str],
-                 exclude: bool = False) -> AllocationDict:
+                 exclude: bool = False) -> WritableAllocations:
     """The entries of the classes in ``keep`` (or, with ``exclude``, of the
     classes not in it)."""
     return copy({rp: {rc: n for rc, n in res.items()
@@ -91,7 +88,7 @@ def classes(allocs: Allocations) -> set[str]:
     return {rc for res in allocs.values() for rc in res}
 
 
-def from_request(allocation_request: Mapping) -> AllocationDict:
+def from_request(allocation_request: Mapping) -> WritableAllocations:
     """The allocations of placement's allocation-request body
     (``{"allocations": {rp: {"resources": {rc: n}}}}``)."""
     return {rp: dict(v["resources"])
@@ -104,7 +101,7 @@ def to_request(allocs: Allocations) -> dict:
                             for rp, res in allocs.items()}}
 
 
-def normalized_list(value: Any, field: str) -> list[AllocationDict]:
+def normalized_list(value: Any, field: str) -> list[WritableAllocations]:
     """Validated ``{rp: {rc: n}}`` dicts from any of: ``{rp: {rc: n}}``,
     placement's body shapes ``{rp: {"resources": {rc: n}}}`` and
     ``{"allocations": {...}}``, a list of those, or None (nothing)."""

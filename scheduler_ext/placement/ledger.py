@@ -5,9 +5,10 @@ to the consumers' allocations, with every change written to a change log.
 
 from __future__ import annotations
 
-from typing import Iterator, Mapping
+from typing import Iterator
 
 from scheduler_ext.placement.change_log import ChangeLog
+from scheduler_ext.placement.model import Allocations
 
 
 class AllocationLedger:
@@ -35,7 +36,7 @@ class AllocationLedger:
         self._holders.pop(rp, None)
         self.changes.provider(rp)
 
-    def apply(self, consumer: str, allocs: Mapping[str, Mapping[str, int]],
+    def apply(self, consumer: str, allocs: Allocations,
               sign: int) -> None:
         """Add (``sign`` 1) or remove (-1) ``consumer``'s allocations; log
         the consumer and every provider named."""

@@ -24,6 +24,9 @@ DEVICE_CLASSES = frozenset({"VGPU"})
 
 #: rp uuid -> resource class -> amount (whole units of the class).
 Allocations = Mapping[str, Mapping[str, int]]
+#: The same, writable: what the arithmetic of ``allocations`` returns and
+#: what ``allocations.add`` changes in place.
+WritableAllocations = dict[str, dict[str, int]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +84,7 @@ class ConsumerAllocations:
     """A consumer's allocations as read back; ``generation`` is ``None`` when
     placement shows no allocations for it."""
 
-    allocations: Mapping[str, Mapping[str, int]]
+    allocations: Allocations
     generation: int | None = None
     project_id: str | None = None
     user_id: str | None = None

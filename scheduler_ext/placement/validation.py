@@ -17,7 +17,8 @@ import os_resource_classes
 import os_traits
 
 from scheduler_ext.errors import InvalidInput, InvalidRequest
-from scheduler_ext.placement.model import MAX_INT, AllocationWrite, Inventory
+from scheduler_ext.placement.model import (MAX_INT, AllocationWrite, Inventory,
+                                           WritableAllocations)
 
 _NAME_RE = re.compile(r"^[A-Z0-9_]+$")
 _CUSTOM_RE = re.compile(r"^CUSTOM_[A-Z0-9_]+$")
@@ -143,11 +144,11 @@ def _is_mapping(value: Any) -> bool:
     return type(value) is dict or isinstance(value, Mapping)
 
 
-def allocations(allocs: Any, field: str = "allocations") -> dict[str, dict[str, int]]:
+def allocations(allocs: Any, field: str = "allocations") -> WritableAllocations:
     """``{rp_uuid: {rc: amount >= 1}}``; returns a normalized copy."""
     if not _is_mapping(allocs):
         raise bad(field, allocs, "must be a mapping of provider to resources")
-    out: dict[str, dict[str, int]] = {}
+    out: WritableAllocations = {}
     for rp, resources in allocs.items():
         rp_uuid = uuid(rp, f"{field} provider")
         if not _is_mapping(resources) or not resources:

@@ -31,7 +31,7 @@ class Candidate:
     dataclass costs four times as much to build."""
 
     root: str
-    allocations: Mapping[str, Mapping[str, int]]
+    allocations: Allocations
     weight: float = 0.0
     mappings: Mapping[str, Sequence[str]] | None = None
 

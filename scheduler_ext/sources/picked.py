@@ -20,9 +20,10 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from scheduler_ext.engine.fit import Fit
+from scheduler_ext.placement import Allocations, WritableAllocations
 from scheduler_ext.sources.base import Candidate, LazyCandidates
 
-Pick = tuple[dict[str, dict[str, int]], dict[str, list[str]]]
+Pick = tuple[WritableAllocations, dict[str, list[str]]]
 
 
 class LazyPicks:
@@ -83,7 +84,7 @@ class PickedCandidate(Candidate):
         self._k = k
 
     @property
-    def allocations(self) -> Mapping[str, Mapping[str, int]]:  # type: ignore[override]
+    def allocations(self) -> Allocations:  # type: ignore[override]
         return self._picks.get(self._k)[0]
 
     @property
