@@ -197,7 +197,7 @@ def _serve(conn, workdir: str, url: str, db_url: str, databases, sched: str,
                 # ours drops the call's nova host states in a thread after
                 # answering; wait for it untimed, so that it never falls in
                 # the next decision's timing (the throughput runs do not wait)
-                ours.ext.scheduler().release.drain()
+                ours.ext.scheduler().drop.drain()
             conn.send((phases, _chosen(out),
                        repr(out)[:300] if isinstance(out, Exception) else None))
         elif command == "compare":

@@ -45,7 +45,7 @@ from scheduler_ext.driver import Driver
 from scheduler_ext.moves.request import ScheduleRequest, Selection
 from scheduler_ext.nova import request as nova_request
 from scheduler_ext.nova.early_reads import EarlyReads
-from scheduler_ext.nova.garbage import BackgroundRelease
+from scheduler_ext.nova.garbage import DeferredDrop
 from scheduler_ext.nova.ranking import NovaRanking
 from scheduler_ext.nova.request import ALLOCATION_REQUEST_VERSION, UseNova
 from scheduler_ext.nova.workers import Workers
@@ -105,7 +105,7 @@ class NovaScheduler:
         self.early = Workers("scheduler-ext-early-reads", 2)
         self.notifier = rpc.get_notifier("scheduler")
         #: drops each call's HostStates after its answer (see ``garbage``)
-        self.release = BackgroundRelease()
+        self.drop = DeferredDrop()
 
     def select(self, context, spec_obj, instance_uuids, num_alts: int) -> list[list]:
         """Per instance: the claimed nova Selection, then up to ``num_alts``
@@ -135,7 +135,7 @@ class NovaScheduler:
             LOG.error("scheduling %s failed: %s", instance_uuids, exc)
             raise exception.NoValidHost(reason=public_reason(exc))
         finally:
-            self.release.later(used)
+            self.drop.later(used)
 
     def _early_reads(self, admin, spec_obj, instance_uuids: list[str]) -> EarlyReads:
         """Start the driver's refresh and, for a single instance that may be

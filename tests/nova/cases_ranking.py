@@ -2,7 +2,7 @@
 call's HostStates are dropped: the allocation requests in
 ``HostState.allocation_candidates`` are built only when a filter reads
 them, and read as placement's would be (against nova 34's own
-``CandidateFilterMixin``, no services); ``BackgroundRelease`` drops what
+``CandidateFilterMixin``, no services); ``DeferredDrop`` drops what
 it is handed in its own thread, in a forked worker too. Run in a
 subprocess with the other ``cases_*`` modules."""
 
@@ -21,7 +21,7 @@ from nova.scheduler.filters.pci_passthrough_filter import PciPassthroughFilter
 from oslo_serialization import jsonutils
 
 from scheduler_ext.nova import request as nova_request
-from scheduler_ext.nova.garbage import BackgroundRelease
+from scheduler_ext.nova.garbage import DeferredDrop
 from scheduler_ext.nova.ranking import HostCandidates, NovaRanking, candidate_positions
 from scheduler_ext.sources.base import Candidate
 
@@ -233,30 +233,30 @@ class _Tracked:
         self.log.append(threading.current_thread().name)
 
 
-class ReleaseAfterTheAnswer(unittest.TestCase):
+class DroppedAfterTheAnswer(unittest.TestCase):
 
-    def test_dropped_in_the_release_thread_not_the_caller(self):
-        release, log = BackgroundRelease("release-test"), []
+    def test_dropped_in_the_drop_thread_not_the_caller(self):
+        drop, log = DeferredDrop("drop-test"), []
         holder = [_Tracked(log), _Tracked(log)]
-        release.later(holder)
+        drop.later(holder)
         self.assertEqual([], holder)
-        release.drain()
-        self.assertEqual(["release-test", "release-test"], log)
+        drop.drain()
+        self.assertEqual(["drop-test", "drop-test"], log)
 
     def test_a_forked_worker_gets_its_own_thread(self):
-        release, log = BackgroundRelease("release-test"), []
-        release.later([_Tracked(log)])
-        release.drain()
+        drop, log = DeferredDrop("drop-test"), []
+        drop.later([_Tracked(log)])
+        drop.drain()
         pid = os.fork()
         if pid == 0:    # the child: the parent's thread does not exist here
             code = 1
             try:
                 log.clear()
-                release.later([_Tracked(log)])
-                waiter = threading.Thread(target=release.drain, daemon=True)
+                drop.later([_Tracked(log)])
+                waiter = threading.Thread(target=drop.drain, daemon=True)
                 waiter.start()
                 waiter.join(10)
-                code = 0 if not waiter.is_alive() and log == ["release-test"] else 1
+                code = 0 if not waiter.is_alive() and log == ["drop-test"] else 1
             finally:
                 os._exit(code)
         _, status = os.waitpid(pid, 0)

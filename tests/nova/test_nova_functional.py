@@ -200,11 +200,11 @@ def test_adapter_units(nova_results):
         _assert_all_pass(nova_results, cls)
 
 
-def test_ranking_release_and_early_reads(nova_results):
+def test_ranking_drop_and_early_reads(nova_results):
     """Allocation requests built when read, HostStates dropped after the
     answer, the refresh and a move's look-up run on worker threads as the
     call arrives (rules, then a boot and a resize through nova)."""
-    for cls in ("HostCandidatesRead", "ReleaseAfterTheAnswer",
+    for cls in ("HostCandidatesRead", "DroppedAfterTheAnswer",
                 "WorkersRun", "EarlyReadsRules"):
         _assert_all_pass(nova_results, cls)
     _assert_all_pass(nova_results, "EarlyReadsInNova", at_least=2)
