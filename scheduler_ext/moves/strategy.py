@@ -63,10 +63,12 @@ LOG = logging.getLogger(__name__)
 class SameHostMoveStrategy:
     """Release the old allocations from the capacity view, choose, claim.
 
-    ``release`` False gives nova's stock behaviour (see StockMoveStrategy).
+    ``releases_old``: a move's old allocations count as free on the source
+    while choosing (the sources' ``released``); False gives nova's stock
+    behaviour (see StockMoveStrategy).
     """
 
-    release = True
+    releases_old = True
 
     def __init__(self, client: PlacementClient, source: CandidateSource, *,
                  max_alternates: int = 2, max_claim_attempts: int = 3,
@@ -131,7 +133,7 @@ class SameHostMoveStrategy:
             LOG.warning("instance %s: old allocations %s are not on the "
                         "source %s", instance, sorted(old), move.source_root)
         # a move's view treats the old allocations as free for the source
-        released = old if move is not None and self.release and old else None
+        released = old if move is not None and self.releases_old and old else None
         return self.claim_best(source, request, instance, held, old, released,
                                limit, alts)
 
@@ -201,7 +203,7 @@ class SameHostMoveStrategy:
         pool = (Inserted(others, view.held_source)
                 if view.held_source and move.allow_same_host else others)
         same = view.same_host if move.allow_same_host else None
-        apart = not self.release or view.beside_old
+        apart = not self.releases_old or view.beside_old
         if view.beside_old and move.allow_same_host:
             # a device is never shared by the old and new flavors: the
             # source only with the new flavor beside the old, as nova does
@@ -256,7 +258,7 @@ class StockMoveStrategy(SameHostMoveStrategy):
     count against the source while choosing, and a same-host pick claims the
     new flavor on top of them."""
 
-    release = False
+    releases_old = False
 
 
 def _recheck_also(request: ScheduleRequest,
