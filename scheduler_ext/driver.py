@@ -5,7 +5,7 @@ through stevedore, by the names in ``[scheduler_ext]``, builds the source
 with the ``Weighing`` it is given (the nova layer passes nova's
 ``[filter_scheduler]`` multipliers and ``host_subset_size``; anyone else
 gets nova's defaults), and answers
-``select_destinations``: for each instance the claimed Selection, then up
+``select_destinations``: for each instance the claimed Candidate, then up
 to ``max_alternates`` alternates (under nova, ``[scheduler] max_attempts``
 - 1; 2 when the caller gives none). A query the source cannot answer exactly
 (``Unsupported``) goes to the ``placement`` source, loaded by name too,
@@ -23,10 +23,10 @@ from stevedore import driver as sd_driver
 from scheduler_ext import conf as se_conf
 from scheduler_ext import errors
 from scheduler_ext.engine.weigh import DEFAULT_WEIGHING, Weighing
-from scheduler_ext.moves.request import ScheduleRequest, Selection
+from scheduler_ext.moves.request import ScheduleRequest
 from scheduler_ext.placement import Allocations, CandidatesEndpoint, PlacementClient
 from scheduler_ext.placement.model import ConsumerAllocations
-from scheduler_ext.sources.base import CandidateSource, Ranking
+from scheduler_ext.sources.base import Candidate, CandidateSource, Ranking
 
 LOG = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class Driver(Protocol):
                             max_alternates: int | None = None,
                             ranking: Ranking | None = None, *,
                             refreshed: bool = False
-                            ) -> list[list[Selection]]:
+                            ) -> list[list[Candidate]]:
         """Claim a host per instance (see ``SchedulerDriver``)."""
 
     def read_consumer(self, consumer_uuid: str) -> ConsumerAllocations:
@@ -135,7 +135,7 @@ class SchedulerDriver:
                             max_alternates: int | None = None,
                             ranking: Ranking | None = None, *,
                             refreshed: bool = False
-                            ) -> list[list[Selection]]:
+                            ) -> list[list[Candidate]]:
         """Claim a host per instance; raises NoValidHost (nothing written)
         or InvalidRequest (nothing written). ``max_alternates``: alternates
         per instance (the strategy's default, 2, when None); ``ranking`` (nova's host

@@ -54,14 +54,15 @@ from scheduler_ext import errors
 from scheduler_ext.placement import (AllocationWrite, Allocations, PlacementClient,
                                      allocations)
 from scheduler_ext.moves.reconcile import InstanceState, MoveState
-from scheduler_ext.moves.request import MoveContext, ScheduleRequest, Selection
+from scheduler_ext.moves.request import MoveContext, ScheduleRequest
 from scheduler_ext.lab.server_query import AvoidHosts, query
 from scheduler_ext.placement.query import RequestGroup
+from scheduler_ext.sources.base import Candidate
 
 LOG = logging.getLogger(__name__)
 
 #: select_destinations(request, ranking=None)
-Scheduler = Callable[..., list[list[Selection]]]
+Scheduler = Callable[..., list[list[Candidate]]]
 
 
 class SchedulerUnreachable(errors.SchedulerExtError):
@@ -75,7 +76,7 @@ class Server:
     flavor: dict[str, int]
     host: str
     moves: list[MoveState] = dataclasses.field(default_factory=list)
-    alternates: list[Selection] = dataclasses.field(default_factory=list)
+    alternates: list[Candidate] = dataclasses.field(default_factory=list)
     granular: tuple[str, ...] = ()
     extra: tuple[RequestGroup, ...] = ()
     forbidden: frozenset[str] = frozenset()
@@ -331,13 +332,13 @@ class NovaModel:
         old = allocations.copy(self.client.get_consumer(server.uuid).allocations)
         self._move_allocations(server.uuid, migration, "MIGRATION")
         try:
-            sel = pick(self._request(server, server.flavor, None),
-                       ranking=AvoidHosts({server.host}))[0][0]
+            chosen = pick(self._request(server, server.flavor, None),
+                          ranking=AvoidHosts({server.host}))[0][0]
         except (errors.NoValidHost, SchedulerUnreachable):
             self._move_allocations(migration, server.uuid, "INSTANCE")
             raise
         both = allocations.copy(old)
-        for rp, res in sel.allocations.items():
+        for rp, res in chosen.allocations.items():
             if rp not in both:
                 both[rp] = dict(res)
         inst = self.client.get_consumer(server.uuid)
@@ -348,13 +349,13 @@ class NovaModel:
             server.uuid: AllocationWrite(both, self.project_id, self.user_id,
                                          inst.generation, "INSTANCE")})
         source = server.host
-        server.host = sel.root
+        server.host = chosen.root
         inst = self.client.get_consumer(server.uuid)
         kept = {rp: res for rp, res in inst.allocations.items()
                 if self.client.get_provider(rp).root_provider_uuid != source}
         self.client.put_allocations(server.uuid, AllocationWrite(
             kept, self.project_id, self.user_id, inst.generation, "INSTANCE"))
-        return sel.root
+        return chosen.root
 
     def delete(self, server_uuid: str) -> None:
         """Deleting a server in VERIFY_RESIZE confirms the resize first."""

@@ -1,18 +1,18 @@
-"""The scheduler's own request and answer types (nova-free).
+"""The scheduler's own request type (nova-free).
 
 A ``ScheduleRequest`` is one placement query (``CandidateRequest``, the one
 query type) plus who is being placed and, for a move, the move's context.
 The nova adapter builds it from a RequestSpec (and the move's Migration);
-everything below the adapter speaks only this. A ``Selection`` is one host
-of the answer.
+everything below the adapter speaks only this. The answer is, per
+instance, the claimed ``sources.base.Candidate`` then its alternates.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Sequence
+from typing import Mapping
 
-from scheduler_ext.placement import ConsumerAllocations, allocations, validation
+from scheduler_ext.placement import ConsumerAllocations, validation
 from scheduler_ext.placement.query import CandidateRequest
 
 
@@ -56,24 +56,6 @@ class ScheduleRequest:
     def resources(self) -> Mapping[str, int]:
         """The amounts asked for, per resource class (units)."""
         return self.query.resources
-
-
-@dataclasses.dataclass(frozen=True)
-class Selection:
-    """A host for one instance: claimed (first in the list) or alternate.
-
-    ``allocation_request`` is placement's allocation-request JSON, what
-    nova's conductor claims for the instance if it reschedules here.
-    """
-
-    root: str
-    allocations: Mapping[str, Mapping[str, int]]
-    #: request group suffix -> provider uuids (placement's ``mappings``)
-    mappings: Mapping[str, Sequence[str]] | None = None
-
-    @property
-    def allocation_request(self) -> dict:
-        return allocations.to_request(self.allocations)
 
 
 def check(req: ScheduleRequest) -> None:

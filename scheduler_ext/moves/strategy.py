@@ -1,7 +1,7 @@
 """Move strategies: the allocation state machine of a claim.
 
 A strategy turns a ScheduleRequest into claimed allocations and a list of
-Selections (claimed host first, then alternates). Every claim is ONE
+candidates (claimed host first, then alternates). Every claim is ONE
 multi-consumer write with consumer generations, so placement is always
 either as before or as completed; there is no window in which another
 scheduler can take the space a move needs.
@@ -51,7 +51,7 @@ from oslo_log import log as logging
 from scheduler_ext import errors
 from scheduler_ext.moves import consumers
 from scheduler_ext.moves.consumers import Held
-from scheduler_ext.moves.request import ScheduleRequest, Selection
+from scheduler_ext.moves.request import ScheduleRequest
 from scheduler_ext.placement import (AllocationWrite, Allocations,
                                      PlacementClient, allocations)
 from scheduler_ext.sources.base import (Candidate, CandidateSource, Inserted,
@@ -83,9 +83,9 @@ class SameHostMoveStrategy:
 
     # ------------------------------------------------------------- public
     def select(self, request: ScheduleRequest, max_alternates: int | None = None,
-               ranking: Ranking | None = None) -> list[list[Selection]]:
+               ranking: Ranking | None = None) -> list[list[Candidate]]:
         """Claim a host for every instance of the request; returns, per
-        instance, the claimed Selection then up to ``max_alternates``
+        instance, the claimed Candidate then up to ``max_alternates``
         alternates (default: ``self.max_alternates``). ``ranking``, when
         given, filters and orders the candidates for this call only.
 
@@ -116,7 +116,7 @@ class SameHostMoveStrategy:
             source.changed(current.allocations)
 
     def _place(self, source: CandidateSource, request: ScheduleRequest,
-               instance: str, alts: int) -> list[Selection]:
+               instance: str, alts: int) -> list[Candidate]:
         held = consumers.start(self.client, request, instance)
         try:
             return self._place_from(source, request, instance, held, alts)
@@ -125,7 +125,7 @@ class SameHostMoveStrategy:
             return self._place_from(source, request, instance, wrong.now, alts)
 
     def _place_from(self, source: CandidateSource, request: ScheduleRequest,
-                    instance: str, held: Held, alts: int) -> list[Selection]:
+                    instance: str, held: Held, alts: int) -> list[Candidate]:
         move = request.move
         limit = self.max_claim_attempts + alts + 1
         old = held.old()
@@ -140,7 +140,7 @@ class SameHostMoveStrategy:
     def claim_best(self, source: CandidateSource, request: ScheduleRequest,
                    instance: str, held: Held, old: Allocations,
                    released: Allocations | None, limit: int,
-                   alts: int) -> list[Selection]:
+                   alts: int) -> list[Candidate]:
         """Claim the first candidate that placement accepts. ``held`` is
         what the instance (and its migration) hold now, ``old`` the
         server's old allocations (what a move keeps on the migration when
@@ -180,8 +180,7 @@ class SameHostMoveStrategy:
             self.stats["claimed"] += 1
             LOG.info("instance %s: claimed %s on %s", instance,
                      dict(request.resources), cand.root)
-            return [Selection(cand.root, cand.allocations, cand.mappings)] + \
-                _alternates(cand, pool, alts)
+            return [_read_now(cand)] + _alternates(cand, pool, alts)
         raise errors.NoValidHost(
             f"instance {instance}: every claim failed ({'; '.join(failures)})"
             + consumers.move_text(request))
@@ -241,16 +240,23 @@ class SameHostMoveStrategy:
 
 
 def _alternates(chosen: Candidate, pool: Sequence[Candidate],
-                alts: int) -> list[Selection]:
+                alts: int) -> list[Candidate]:
     seen = {chosen.root}
-    out: list[Selection] = []
+    out: list[Candidate] = []
     for cand in pool:
         if len(out) >= alts:
             break
         if cand.root not in seen:
             seen.add(cand.root)
-            out.append(Selection(cand.root, cand.allocations, cand.mappings))
+            out.append(_read_now(cand))
     return out
+
+
+def _read_now(cand: Candidate) -> Candidate:
+    """``cand`` as a plain Candidate, its allocations and mappings read
+    now: the answer keeps no lazily built candidate, nor the batch
+    behind it."""
+    return Candidate(cand.root, cand.allocations, cand.weight, cand.mappings)
 
 
 class StockMoveStrategy(SameHostMoveStrategy):

@@ -26,7 +26,7 @@ from nova import objects
 from nova.scheduler import utils as sched_utils
 
 from scheduler_ext import errors
-from scheduler_ext.moves.request import MoveContext, ScheduleRequest, Selection
+from scheduler_ext.moves.request import MoveContext, ScheduleRequest
 from scheduler_ext.nova import migrations
 from scheduler_ext.placement import Allocations, allocations
 from scheduler_ext.placement.model import ConsumerAllocations
@@ -168,13 +168,13 @@ def find_move(context, instance_uuid: str, spec_obj,
         migration_held=held)
 
 
-def allocation_request(sel: Selection | Candidate) -> dict:
-    """Placement's allocation request for a Selection (or a Candidate)
-    with its request groups' ``mappings``, as GET /allocation_candidates
-    gives it since microversion 1.34 (nova fills the providers of ports,
-    accelerators and granular flavor groups from them). Built directly:
-    nova's ranking asks for one per candidate of every decision."""
-    allocs, mappings = sel.allocations, sel.mappings
+def allocation_request(cand: Candidate) -> dict:
+    """Placement's allocation request for ``cand`` with its request
+    groups' ``mappings``, as GET /allocation_candidates gives it since
+    microversion 1.34 (nova fills the providers of ports, accelerators and
+    granular flavor groups from them). Built directly: nova's ranking asks
+    for one per candidate of every decision."""
+    allocs, mappings = cand.allocations, cand.mappings
     return {"allocations": {rp: {"resources": dict(res)} for rp, res in allocs.items()},
             "mappings": {k: list(v) for k, v in mappings.items()}
             if mappings is not None else {"": sorted(allocs)}}

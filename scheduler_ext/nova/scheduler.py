@@ -42,7 +42,7 @@ from nova.scheduler import utils as sched_utils
 
 from scheduler_ext import errors
 from scheduler_ext.driver import Driver
-from scheduler_ext.moves.request import ScheduleRequest, Selection
+from scheduler_ext.moves.request import ScheduleRequest
 from scheduler_ext.nova import request as nova_request
 from scheduler_ext.nova.early_reads import EarlyReads
 from scheduler_ext.nova.garbage import DeferredDrop
@@ -50,6 +50,7 @@ from scheduler_ext.nova.ranking import NovaRanking
 from scheduler_ext.nova.request import ALLOCATION_REQUEST_VERSION, UseNova
 from scheduler_ext.nova.workers import Workers
 from scheduler_ext.placement import PlacementClient
+from scheduler_ext.sources.base import Candidate
 
 LOG = logging.getLogger(__name__)
 
@@ -166,17 +167,17 @@ class NovaScheduler:
                               host_limit(query.limit, self.driver))
         used.append(ranking)
         self._notify(context, spec, "start")
-        claimed: list[tuple[str, list[Selection], Any]] = []
+        claimed: list[tuple[str, list[Candidate], Any]] = []
         try:
             for index, request in enumerate(requests):
                 uuid = request.instance_uuids[0]
                 spec.instance_uuid = uuid
                 spec.obj_reset_changes(["instance_uuid"])
                 ranking.index = index
-                sels = self._claim(ranking, request, num_alts, early)
-                host = ranking.state(sels[0].root)
-                claimed.append((uuid, sels, host))
-                self._consume(host, spec, uuid, sels[0])
+                cands = self._claim(ranking, request, num_alts, early)
+                host = ranking.state(cands[0].root)
+                claimed.append((uuid, cands, host))
+                self._consume(host, spec, uuid, cands[0])
         except Exception:
             for uuid, _, _ in claimed:
                 if requests[0].move is None:
@@ -186,11 +187,11 @@ class NovaScheduler:
             raise
         self._notify(context, spec, "end")
         taken = {host.uuid for _, _, host in claimed}
-        return [_nova_selections(ranking, sels, host, num_alts, taken)
-                for _, sels, host in claimed]
+        return [_nova_selections(ranking, cands, host, num_alts, taken)
+                for _, cands, host in claimed]
 
     def _claim(self, ranking: NovaRanking, request: ScheduleRequest,
-               num_alts: int, early: EarlyReads) -> list[Selection]:
+               num_alts: int, early: EarlyReads) -> list[Candidate]:
         uuid = request.instance_uuids[0]
         try:
             return self.driver.select_destinations(
@@ -218,7 +219,7 @@ class NovaScheduler:
                       instance_uuid, exc)
 
     @staticmethod
-    def _consume(host, spec, instance_uuid: str, claimed: Selection) -> None:
+    def _consume(host, spec, instance_uuid: str, claimed: Candidate) -> None:
         """What nova does after each claim of a multi-create: the request
         groups take the providers of the claimed allocation request (the
         host state's PCI devices tracked in placement are consumed by that
@@ -247,20 +248,20 @@ class NovaScheduler:
             phase=getattr(obj_fields.NotificationPhase, phase.upper()))
 
 
-def _nova_selections(ranking: NovaRanking, sels: list[Selection], host,
+def _nova_selections(ranking: NovaRanking, cands: list[Candidate], host,
                      num_alts: int, taken: set[str]) -> list:
     """nova Selections: the claimed host, then alternates of its cell."""
     out = [objects.Selection.from_host_state(
-        host, allocation_request=nova_request.allocation_request(sels[0]),
+        host, allocation_request=nova_request.allocation_request(cands[0]),
         allocation_request_version=ALLOCATION_REQUEST_VERSION)]
-    for sel in sels[1:]:
+    for cand in cands[1:]:
         if len(out) > num_alts:
             break
-        alt = ranking.state(sel.root)
-        if alt is None or sel.root in taken or \
+        alt = ranking.state(cand.root)
+        if alt is None or cand.root in taken or \
                 alt.cell_uuid != host.cell_uuid:
             continue
         out.append(objects.Selection.from_host_state(
-            alt, allocation_request=nova_request.allocation_request(sel),
+            alt, allocation_request=nova_request.allocation_request(cand),
             allocation_request_version=ALLOCATION_REQUEST_VERSION))
     return out

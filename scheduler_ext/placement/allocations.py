@@ -95,12 +95,6 @@ def from_request(allocation_request: Mapping) -> WritableAllocations:
             for rp, v in allocation_request["allocations"].items()}
 
 
-def to_request(allocs: Allocations) -> dict:
-    """Placement's allocation-request body for ``allocs``."""
-    return {"allocations": {rp: {"resources": dict(res)}
-                            for rp, res in allocs.items()}}
-
-
 def normalized_list(value: Any, field: str) -> list[WritableAllocations]:
     """Validated ``{rp: {rc: n}}`` dicts from any of: ``{rp: {rc: n}}``,
     placement's body shapes ``{rp: {"resources": {rc: n}}}`` and

@@ -24,7 +24,9 @@ class Candidate:
     """One way to place the request: the root (compute node) provider, the
     amounts per provider (sharing providers included), its weight (higher
     is better) and which providers serve each request group (placement's
-    ``mappings``: suffix -> provider uuids; None: not known).
+    ``mappings``: suffix -> provider uuids; None: not known). A strategy
+    answers with Candidates too: per instance the claimed one, then the
+    alternates (nova's adapter turns them into nova's ``Selection``).
 
     Never changed once built (a new weight is a new Candidate); not frozen
     because a source builds a thousand per decision and a frozen

@@ -16,6 +16,7 @@ from scheduler_ext.nova import request as nova_request
 from scheduler_ext.placement import AllocationWrite, Inventory
 from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.moves.reconcile import InstanceState, MoveState, Reconciler
+from scheduler_ext.sources.base import Candidate
 
 objects.register_all()
 
@@ -106,12 +107,11 @@ class ParseQuery(unittest.TestCase):
         self.assertEqual({"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1},
                          dict(f.resources))
 
-    def test_selection_carries_the_mappings(self):
-        from scheduler_ext.moves.request import Selection
+    def test_the_allocation_request_carries_the_mappings(self):
         root, gpu = str(uuid.uuid4()), str(uuid.uuid4())
-        sel = Selection(root, {root: {"VCPU": 1}, gpu: {"VGPU": 1}},
-                        {"": [root], "1": [gpu]})
-        body = nova_request.allocation_request(sel)
+        chosen = Candidate(root, {root: {"VCPU": 1}, gpu: {"VGPU": 1}},
+                           mappings={"": [root], "1": [gpu]})
+        body = nova_request.allocation_request(chosen)
         self.assertEqual({"": [root], "1": [gpu]}, body["mappings"])
         self.assertEqual({"VGPU": 1}, body["allocations"][gpu]["resources"])
 
@@ -124,7 +124,6 @@ class ConsumeAfterClaim(unittest.TestCase):
     the devices free for the next instance of a multi-create)."""
 
     def test_groups_take_the_claimed_providers_before_the_host_consumes(self):
-        from scheduler_ext.moves.request import Selection
         from scheduler_ext.nova.scheduler import NovaScheduler
         root, pf, other = (str(uuid.uuid4()) for _ in range(3))
         spec = objects.RequestSpec(
@@ -136,20 +135,19 @@ class ConsumeAfterClaim(unittest.TestCase):
         seen = {}
         host = types.SimpleNamespace(consume_from_request=lambda s: seen.update(
             s.get_request_group_mapping() or {}))
-        claimed = Selection(root, {root: {"VCPU": 1}, pf: {"CUSTOM_PCI": 1}},
-                            {"": [root], "pci-0": [pf]})
+        claimed = Candidate(root, {root: {"VCPU": 1}, pf: {"CUSTOM_PCI": 1}},
+                            mappings={"": [root], "pci-0": [pf]})
         NovaScheduler._consume(host, spec, str(uuid.uuid4()), claimed)
         self.assertEqual({"pci-0": [pf], "not-claimed": [other]}, seen)
 
     def test_a_spec_without_request_groups_consumes_as_before(self):
-        from scheduler_ext.moves.request import Selection
         from scheduler_ext.nova.scheduler import NovaScheduler
         root = str(uuid.uuid4())
         calls = []
         host = types.SimpleNamespace(consume_from_request=calls.append)
         spec = objects.RequestSpec(instance_group=None)
         NovaScheduler._consume(host, spec, str(uuid.uuid4()),
-                               Selection(root, {root: {"VCPU": 1}}, None))
+                               Candidate(root, {root: {"VCPU": 1}}))
         self.assertEqual([spec], calls)
 
 
@@ -208,7 +206,6 @@ class WorkingCopy(unittest.TestCase):
     def test_what_a_decision_changes_stays_on_the_copy(self):
         from nova import context as nova_context
         from nova.scheduler import host_manager, request_filter
-        from scheduler_ext.moves.request import Selection
         from scheduler_ext.nova.scheduler import NovaScheduler, working_copy
         spec = self.spec()
         sent = _sent(spec)
@@ -223,9 +220,9 @@ class WorkingCopy(unittest.TestCase):
         work.instance_uuid = str(uuid.uuid4())
         root, pf = str(uuid.uuid4()), str(uuid.uuid4())
         host = host_manager.HostState("h1", "n1", str(uuid.uuid4()))
-        NovaScheduler._consume(host, work, work.instance_uuid, Selection(
+        NovaScheduler._consume(host, work, work.instance_uuid, Candidate(
             root, {root: {"VCPU": 2}, pf: {"NET_BW_EGR_KILOBIT_PER_SEC": 1000}},
-            {"": [root], "port-1": [pf]}))
+            mappings={"": [root], "port-1": [pf]}))
         # the decision did change its copy ...
         self.assertIn(agg.uuid, work.requested_destination.aggregates[0])
         self.assertIn("COMPUTE_STATUS_DISABLED", work.root_forbidden)
