@@ -21,15 +21,13 @@ OPTS = [
         "engine", default="numpy",
         help="Name of the candidate engine in the 'scheduler_ext.engine' "
              "entry-point namespace. 'numpy' filters every provider's "
-             "capacity in memory and can release a moving server's old "
-             "allocations in its view only; for a fleet or query it cannot "
-             "model exactly (nested providers) the driver asks placement "
+             "capacity in memory; for a fleet or query it cannot model "
+             "exactly (nested providers) the driver asks placement "
              "instead. 'placement' always asks placement (GET "
-             "/allocation_candidates); a move's release is then a real "
-             "write, leaving a window of one scheduling decision in which a "
-             "concurrent boot can take the source's space (the move then "
-             "falls back to other hosts, and the old allocations are put "
-             "back if nothing can be claimed)."),
+             "/allocation_candidates) for the other hosts. With either, a "
+             "moving server's old allocations count as free on its source "
+             "host in the engine's view only: nothing is released in "
+             "placement before the claim."),
     cfg.StrOpt(
         "snapshot_source", default="auto", choices=[
             ("auto", "sql when placement_database_connection is set, else "
