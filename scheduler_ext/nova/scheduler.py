@@ -181,7 +181,7 @@ class NovaScheduler:
         except Exception:
             for uuid, _, _ in claimed:
                 if requests[0].move is None:
-                    self._release(uuid)
+                    self._undo_boot(uuid)
             for _, _, host in claimed:
                 host.updated = None     # re-read from the database next time
             raise
@@ -209,13 +209,13 @@ class NovaScheduler:
             LOG.error("scheduling instance %s failed: %s", uuid, exc)
             raise exception.NoValidHost(reason=public_reason(exc))
 
-    def _release(self, instance_uuid: str) -> None:
+    def _undo_boot(self, instance_uuid: str) -> None:
         try:
             self.client.delete_allocations(instance_uuid)
         except errors.NotFound:
             pass
         except errors.PlacementError as exc:
-            LOG.error("could not release the claim of instance %s: %s",
+            LOG.error("could not undo the boot claimed for instance %s: %s",
                       instance_uuid, exc)
 
     @staticmethod
