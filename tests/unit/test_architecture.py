@@ -15,8 +15,6 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "scheduler_ext"
 BIN = pathlib.Path(sys.executable).parent
 
-#: Modules allowed past 400 lines, and why (none today).
-LONG_MODULES: dict[str, str] = {}
 #: Functions allowed past 60 lines, and why (none today).
 LONG_FUNCTIONS: dict[str, str] = {}
 #: Underscored names of other projects that we must use: the periodic-task
@@ -87,13 +85,6 @@ def test_the_private_name_check_can_fail():
     assert _private_uses("import x\nx._hidden\n") == [(2, "_hidden")]
     assert _private_uses("from x import _hidden\n") == [(1, "_hidden")]
     assert _private_uses("class A:\n    def _m(self):\n        self._m()\n") == []
-
-
-@pytest.mark.parametrize("limit", [400])
-def test_modules_are_small(limit):
-    long = {path: source.count("\n") for path, source in _modules()
-            if source.count("\n") > limit and path not in LONG_MODULES}
-    assert long == {}
 
 
 def test_functions_are_short():
