@@ -2,12 +2,12 @@
 
 Layout (``n`` provider rows, each provider keeps its row for life):
 
-* per resource class one ``Column`` (``columns.py``): contiguous arrays of
+* per resource class one ``Column`` (``fleet.columns``): contiguous arrays of
   total, reserved, min/max/step (int32), allocation ratio (float64), used
   and free (int64) -- never a providers x classes matrix;
 * per row: uuid, generation, set-up key (``setup_key``), a 128-bit uuid
   key (two uint64, uuid string order, for tie-breaks), trait bitsets and
-  aggregate entries (``membership.py``); sharing providers (trait
+  aggregate entries (``fleet.membership``); sharing providers (trait
   ``MISC_SHARES_VIA_AGGREGATE``) are a small row set kept alongside.
 
 The index is a cache of placement: a stale row costs the caller a retry of
@@ -19,9 +19,14 @@ section 2, ``docs/placement-nested-semantics.rst``): provider trees,
 sharing providers, the unnumbered and granular request groups,
 ``group_policy``, ``same_subtree`` and ``mappings``; see
 ``CandidateRequest``. A flat fleet asked an unnumbered group only goes
-through ``Solver``/``Enumerator``; everything else through
-``TreeSolver``/``TreeEnumerator`` (``trees()`` gives the tree structure in
-numpy form).
+through ``flat`` (``Solver``/``Enumerator``); everything else through
+``tree.query`` (``TreeSolver``/``TreeEnumerator``; ``trees()`` gives the
+tree structure in numpy form).
+
+Besides the rows, the index owns what is done to them: building, updates
+(``apply``, ``refresh_provider``, ``replace_usages``, ``set_usages``,
+``sync``), usage released for one query, the names check and
+``provider_summaries``.
 """
 
 from __future__ import annotations
@@ -36,14 +41,13 @@ import os_resource_classes
 import os_traits
 
 from scheduler_ext import errors
-from scheduler_ext.engine import tree_query
-from scheduler_ext.engine import trees as treelib
-from scheduler_ext.engine.columns import Column, column_name, summary_capacity
-from scheduler_ext.engine.enumeration import Enumerator
 from scheduler_ext.engine.fit import Choice, Fit
-from scheduler_ext.engine.fleet_arrays import ColumnarFleet
-from scheduler_ext.engine.membership import AggregateSets, TraitBits
-from scheduler_ext.engine.solver import Solver
+from scheduler_ext.engine.flat import Enumerator, Solver
+from scheduler_ext.engine.fleet import trees as treelib
+from scheduler_ext.engine.fleet.columnar import ColumnarFleet
+from scheduler_ext.engine.fleet.columns import Column, column_name, summary_capacity
+from scheduler_ext.engine.fleet.membership import AggregateSets, TraitBits
+from scheduler_ext.engine.tree import query as tree_query
 from scheduler_ext.engine.weigh import Weigher
 from scheduler_ext.placement import allocations, validation
 from scheduler_ext.placement.model import SHARING_TRAIT, FleetSnapshot, ProviderRecord
@@ -142,8 +146,8 @@ class CapacityIndex:
 
     Thread-safe (``lock``). Build with ``from_snapshot`` or
     ``from_columnar``. The row storage is public for the engine's readers
-    (``Solver``, ``Enumerator``, ``Fit``, the summaries), which hold
-    ``lock`` and never write it: ``n_rows`` rows, ``uuids[row]``,
+    (``Solver``, ``Enumerator``, the tree path, ``Fit``, ``pinned``; they
+    see it as ``fleet.rows.Rows``), which hold ``lock`` and never write it: ``n_rows`` rows, ``uuids[row]``,
     ``row_of[uuid]``, ``generations``, ``alive``, ``key_hi``/``key_lo``
     (uuid order), ``columns[rc]``, ``traits``, ``aggregates``,
     ``sharing_set`` (rows) and ``tree`` (row -> (parent, root) of nested
@@ -175,7 +179,7 @@ class CapacityIndex:
         self.solver = Solver(self)
         #: bumped whenever rows appear, die or change parent (trees() cache)
         self.structure_version = 0
-        self.tree_cache: tuple | None = None  # see ``tree_query.state``
+        self.tree_cache: tuple | None = None  # see ``tree.query.state``
         #: custom names placement knows (None: unknown; ``_check_names``)
         self.known_traits: frozenset[str] | None = None
         self.known_classes: frozenset[str] | None = None
