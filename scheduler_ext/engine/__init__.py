@@ -9,8 +9,9 @@ It answers a ``scheduler_ext.placement.query.CandidateRequest``.
 * ``Weigher`` -- nova-style RAM/CPU/disk weighing of the fitting roots;
   ``Weighing`` -- a weigher with nova's ``host_subset_size``.
 
-Grouped by concern, each group importing only the ones below it (no
-import circle, checked by ``tests/unit/test_architecture.py``):
+Grouped by concern, each group importing only the ones below it (the
+engine contract of ``.importlinter``; no import circle between modules,
+``tests/unit/test_architecture.py``):
 
 * ``index`` -- ``CapacityIndex``: the rows and everything done to them
   (building, updates, released usage, names, provider summaries); it
