@@ -176,7 +176,7 @@ def build(ix: Rows, trees: Trees, request: CandidateRequest,
           sharing: np.ndarray, holders: Callable = lambda rc: None,
           memo: Callable = _no_memo) -> Supply:
     """The slots of ``request`` over the index (``sharing``: the live
-    sharing rows, ascending; ``holders(rc)``: see ``tree_query.holders``;
+    sharing rows, ascending; ``holders(rc)``: see ``query.holders``;
     ``memo(key, compute)``: a cache of what depends only on the versions
     named in ``key``; the caller holds the lock)."""
     n = trees.n
@@ -305,7 +305,7 @@ def granular_filters_pass(ix: Rows, trees: Trees, group: RequestGroup,
 
 def _holder_fits(col, hold, amount: int, n_roots: int) -> np.ndarray:
     """Bool per compact root: its tree's one holder of the class (see
-    ``tree_query.holders``) has room for ``amount``."""
+    ``query.holders``) has room for ``amount``."""
     pos, slots = hold[2:4]
     ok = np.zeros(n_roots, bool)
     ok[pos] = col.fits_at(slots, amount, present=True)
@@ -315,7 +315,7 @@ def _holder_fits(col, hold, amount: int, n_roots: int) -> np.ndarray:
 def matrix_best(ix: Rows, matrix: np.ndarray, slots: np.ndarray,
                 ok: np.ndarray, rc: str) -> np.ndarray:
     """Per compact root the best row of ``matrix`` (see
-    ``tree_query.holders``) where ``ok``: most free units of ``rc``, then
+    ``query.holders``) where ``ok``: most free units of ``rc``, then
     the smaller uuid; -1 where none is ok. One pass per matrix row."""
     best = keep(matrix[0], ok[0])
     if len(matrix) == 1:
