@@ -28,7 +28,7 @@ from nova.db.main import api as main_db_api
 from nova.db.main import models as main_models
 from nova.objects import service as service_obj
 
-from scheduler_ext.engine.fleet_arrays import ColumnarFleet
+from scheduler_ext.engine.fleet.columnar import ColumnarFleet
 from scheduler_ext.placement import AllocationWrite
 from scheduler_ext.placement.model import SHARING_TRAIT
 from scheduler_ext.placement.http import HttpPlacement

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from scheduler_ext.engine import weigh as weighing
+from scheduler_ext.engine.fleet.rows import Rows
 from scheduler_ext.placement.query import CandidateRequest
-
-if TYPE_CHECKING:  # pragma: no cover
-    from scheduler_ext.engine.index import CapacityIndex
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +46,7 @@ class Fit:
     (applied again to the values read here).
     """
 
-    index: "CapacityIndex"
+    index: Rows
     request: CandidateRequest
     rows: np.ndarray
     sources: Mapping[str, np.ndarray]

@@ -2,12 +2,12 @@
 
 Layout (``n`` provider rows, each provider keeps its row for life):
 
-* per resource class one ``Column`` (``columns.py``): contiguous arrays of
+* per resource class one ``Column`` (``fleet.columns``): contiguous arrays of
   total, reserved, min/max/step (int32), allocation ratio (float64), used
   and free (int64) -- never a providers x classes matrix;
-* per row: uuid, generation, set-up key (``record_keys``), a 128-bit uuid
+* per row: uuid, generation, set-up key (``setup_key``), a 128-bit uuid
   key (two uint64, uuid string order, for tie-breaks), trait bitsets and
-  aggregate entries (``membership.py``); sharing providers (trait
+  aggregate entries (``fleet.membership``); sharing providers (trait
   ``MISC_SHARES_VIA_AGGREGATE``) are a small row set kept alongside.
 
 The index is a cache of placement: a stale row costs the caller a retry of
@@ -19,30 +19,35 @@ section 2, ``docs/placement-nested-semantics.rst``): provider trees,
 sharing providers, the unnumbered and granular request groups,
 ``group_policy``, ``same_subtree`` and ``mappings``; see
 ``CandidateRequest``. A flat fleet asked an unnumbered group only goes
-through ``Solver``/``Enumerator``; everything else through
-``TreeSolver``/``TreeEnumerator`` (``trees()`` gives the tree structure in
-numpy form).
+through ``flat`` (``Solver``/``Enumerator``); everything else through
+``tree.query`` (``TreeSolver``/``TreeEnumerator``; ``trees()`` gives the
+tree structure in numpy form).
+
+Besides the rows, the index owns what is done to them: building, updates
+(``apply``, ``refresh_provider``, ``replace_usages``, ``set_usages``,
+``sync``), usage released for one query, the names check and
+``provider_summaries``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
+import os_resource_classes
+import os_traits
 
-from scheduler_ext.engine import bulk, names, overlay, summaries, tree_query
-from scheduler_ext.engine import trees as treelib
-from scheduler_ext.engine.columns import Column, column_name
-from scheduler_ext.engine.enumeration import Enumerator
+from scheduler_ext import errors
 from scheduler_ext.engine.fit import Choice, Fit
-from scheduler_ext.engine.fleet_arrays import ColumnarFleet
-from scheduler_ext.engine.keys import uuid_keys
-from scheduler_ext.engine.membership import AggregateSets, TraitBits
-from scheduler_ext.engine.record_keys import setup_key
-from scheduler_ext.engine.solver import Solver
-from scheduler_ext.engine.usage_table import UsageTable
+from scheduler_ext.engine.flat import Enumerator, Solver
+from scheduler_ext.engine.fleet import trees as treelib
+from scheduler_ext.engine.fleet.columnar import ColumnarFleet
+from scheduler_ext.engine.fleet.columns import Column, column_name, summary_capacity
+from scheduler_ext.engine.fleet.membership import AggregateSets, TraitBits
+from scheduler_ext.engine.tree import query as tree_query
 from scheduler_ext.engine.weigh import Weigher
 from scheduler_ext.placement import allocations, validation
 from scheduler_ext.placement.model import SHARING_TRAIT, FleetSnapshot, ProviderRecord
@@ -53,14 +58,96 @@ from scheduler_ext.placement.query import CandidateRequest
 #: ``{"allocations": {...}}``, or a list of any of these.
 AllocationsLike = Any
 
+_STANDARD_TRAITS = frozenset(os_traits.get_traits())
+_STANDARD_CLASSES = frozenset(os_resource_classes.STANDARDS)
+
+_HEX = np.full(256, 0, np.uint64)
+for _i, _c in enumerate(b"0123456789abcdef"):
+    _HEX[_c] = _i
+for _i, _c in enumerate(b"ABCDEF"):
+    _HEX[_c] = 10 + _i
+_NO_DASH = np.array([i for i in range(36) if i not in (8, 13, 18, 23)])
+_SHIFTS = np.arange(60, -4, -4, dtype=np.uint64)
+
+
+def uuid_keys(uuids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Sort keys of provider uuids: the (high, low) 64-bit halves of each
+    canonical uuid, so that comparing ``(high, low)`` orders rows (and
+    breaks ties) as placement orders their lower-case uuid strings."""
+    if not len(uuids):
+        return np.zeros(0, np.uint64), np.zeros(0, np.uint64)
+    raw = np.frombuffer("".join(uuids).encode("ascii"), np.uint8)
+    nib = _HEX[raw.reshape(len(uuids), 36)[:, _NO_DASH]]
+    hi = np.bitwise_or.reduce(nib[:, :16] << _SHIFTS, axis=1)
+    lo = np.bitwise_or.reduce(nib[:, 16:] << _SHIFTS, axis=1)
+    return hi, lo
+
+
+def setup_key(record: ProviderRecord) -> int:
+    """A provider's set-up (inventories, traits, aggregates, place in its
+    tree) as one 64-bit hash, so a refresh tells "only usage changed" (an
+    allocation write bumped the generation) from a set-up change without
+    comparing arrays. Never 0 (0: unknown); Python's hash: valid in this
+    process."""
+    p = record.provider
+    key = hash((tuple(sorted(record.inventories.items())), record.traits,
+                record.aggregates, p.parent_provider_uuid, p.root_provider_uuid))
+    return key or 1
+
+
+def request_names(request: CandidateRequest) -> tuple[set[str], set[str]]:
+    """(trait names, resource class names) ``request`` mentions."""
+    traits = set(request.root_required | request.root_forbidden)
+    classes: set[str] = set()
+    for g in request.groups:
+        traits |= g.required | g.forbidden
+        traits.update(t for names in g.required_any for t in names)
+        classes.update(g.resources)
+    return traits, classes
+
+
+class UsageTable:
+    """Placement's per-provider, per-class usage aggregate grouped by
+    resource class into index rows: ``by_class[rc]`` is (rows, units)."""
+
+    def __init__(self) -> None:
+        self.by_class: dict[str, tuple[list[int], list[int]]] = {}
+
+    @classmethod
+    def grouped(cls, entries: Iterable[tuple[str, str, int]],
+                row_of: Mapping[str, int]) -> "UsageTable":
+        """Group ``(uuid, class, used)`` rows; unknown providers are
+        dropped. O(entries) in Python."""
+        table = cls()
+        for u, rc, used in entries:
+            row = row_of.get(u)
+            if row is not None:
+                rows, vals = table.by_class.setdefault(rc, ([], []))
+                rows.append(row)
+                vals.append(used)
+        return table
+
+    def for_column(self, rc: str, col: Column, kept: list[int]
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, used) to write into ``col``: this table's, except that the
+        rows ``kept`` keep the usage ``col`` holds now."""
+        rows, vals = self.by_class.get(rc, ([], []))
+        held = [(r, s[1]) for r in kept if (s := col.summary(r)) is not None]
+        if held:
+            drop = {r for r, _ in held}
+            pairs = [(r, v) for r, v in zip(rows, vals) if r not in drop] + held
+            rows, vals = [r for r, _ in pairs], [v for _, v in pairs]
+        return np.array(rows, np.int64), np.array(vals, np.int64)
+
+
 
 class CapacityIndex:
     """Vectorized allocation candidates over a snapshot of placement.
 
     Thread-safe (``lock``). Build with ``from_snapshot`` or
     ``from_columnar``. The row storage is public for the engine's readers
-    (``Solver``, ``Enumerator``, ``Fit``, the summaries), which hold
-    ``lock`` and never write it: ``n_rows`` rows, ``uuids[row]``,
+    (``Solver``, ``Enumerator``, the tree path, ``Fit``, ``pinned``; they
+    see it as ``fleet.rows.Rows``), which hold ``lock`` and never write it: ``n_rows`` rows, ``uuids[row]``,
     ``row_of[uuid]``, ``generations``, ``alive``, ``key_hi``/``key_lo``
     (uuid order), ``columns[rc]``, ``traits``, ``aggregates``,
     ``sharing_set`` (rows) and ``tree`` (row -> (parent, root) of nested
@@ -80,7 +167,7 @@ class CapacityIndex:
         self.uuids: list[str] = []
         self.row_of: dict[str, int] = {}
         self.generations = np.zeros(0, np.int64)
-        self.setups = np.zeros(0, np.int64)  # record_keys.setup_key, 0: unknown
+        self.setups = np.zeros(0, np.int64)  # setup_key, 0: unknown
         self.alive = np.zeros(0, bool)
         self.key_hi = np.zeros(0, np.uint64)
         self.key_lo = np.zeros(0, np.uint64)
@@ -92,8 +179,8 @@ class CapacityIndex:
         self.solver = Solver(self)
         #: bumped whenever rows appear, die or change parent (trees() cache)
         self.structure_version = 0
-        self.tree_cache: tuple | None = None  # see ``tree_query.state``
-        #: custom names placement knows (None: unknown; ``names.check``)
+        self.tree_cache: tuple | None = None  # see ``tree.query.state``
+        #: custom names placement knows (None: unknown; ``_check_names``)
         self.known_traits: frozenset[str] | None = None
         self.known_classes: frozenset[str] | None = None
 
@@ -143,7 +230,7 @@ class CapacityIndex:
     def set_known_names(self, traits: Iterable[str] | None,
                         classes: Iterable[str] | None) -> None:
         """The custom traits and resource classes placement knows (from a
-        full snapshot); None: not known (see ``names.check``)."""
+        full snapshot); None: not known (see ``_check_names``)."""
         self.known_traits = None if traits is None else frozenset(traits)
         self.known_classes = None if classes is None else frozenset(classes)
 
@@ -190,8 +277,16 @@ class CapacityIndex:
                     if (s := col.summary(row)) is not None}
 
     def memory(self) -> dict[str, float]:
-        """Bytes held in numpy arrays (see ``bulk.memory``)."""
-        return bulk.memory(self)
+        """Bytes held in numpy arrays, and the per-provider-per-class figure
+        (column bytes / (providers x classes))."""
+        cols = sum(c.nbytes for c in self.columns.values())
+        rows = sum(a.nbytes for a in (self.generations, self.alive, self.setups,
+                                      self.key_hi, self.key_lo))
+        per = cols / max(1, self.n_rows * max(1, len(self.columns)))
+        return {"columns": cols, "rows": rows, "traits": self.traits.nbytes,
+                "aggregates": self.aggregates.nbytes,
+                "total": cols + rows + self.traits.nbytes + self.aggregates.nbytes,
+                "bytes_per_provider_per_class": per}
 
     # ------------------------------------------------------------- updates
     def apply(self, allocs: AllocationsLike, sign: int = 1) -> list[tuple[str, str]]:
@@ -218,10 +313,27 @@ class CapacityIndex:
                        keep: Iterable[str] = ()) -> None:
         """Set every provider's usage from ``(uuid, class, used)`` rows
         (placement's usage aggregate; unlisted: unused), except ``keep``
-        (re-read more recently); see ``bulk.replace_usages``."""
+        (re-read more recently), who keep the usage they hold. O(providers)
+        in numpy per class."""
         table = UsageTable.grouped(entries, self.row_of)  # before the lock
         with self.lock:
-            bulk.replace_usages(self, table, keep)
+            kept = [r for u in keep if (r := self.row_of.get(u)) is not None]
+            for rc, col in self.columns.items():
+                col.replace_used(*table.for_column(rc, col, kept))
+
+    def set_usages(self, usage: Mapping[str, Mapping[str, int]]) -> None:
+        """Set the usage of the providers ``usage`` names (uuid -> class ->
+        used; a class not listed: 0) in every class they hold an inventory
+        of; unknown providers and classes without an inventory are skipped.
+        O(providers x classes) in numpy."""
+        with self.lock:
+            known = [(r, n) for u, n in usage.items()
+                     if (r := self.row_of.get(u)) is not None]
+            if not known:
+                return
+            rows = np.array([r for r, _ in known], np.int64)
+            for rc, col in self.columns.items():
+                col.set_used(rows, np.array([n.get(rc, 0) for _, n in known], np.int64))
 
     def refresh_provider(self, record: ProviderRecord) -> bool:
         """Re-index one provider if its generation changed (new: appended;
@@ -247,11 +359,21 @@ class CapacityIndex:
             return True
 
     def _refresh_usage(self, row: int, rec: ProviderRecord) -> bool:
-        changed = bulk.refresh_usage(self, row, rec)
-        if changed is None:  # inventory differs
-            self._write(row, rec)
-            return True
-        return changed
+        """Take ``rec``'s usages into ``row``; re-index the row when ``rec``
+        holds a class the row has no inventory of. Whether anything
+        changed."""
+        deltas = []
+        for rc in rec.inventories:
+            col = self.columns.get(rc)
+            p = col.pos(row) if col is not None else -1
+            if col is None or p < 0 or col.total[p] == 0:
+                self._write(row, rec)   # inventory differs
+                return True
+            deltas.append((col, int(rec.usages.get(rc, 0)) - int(col.used[p])))
+        for col, delta in deltas:
+            if delta:
+                col.add_used(row, delta)
+        return any(delta for _, delta in deltas)
 
     def remove_provider(self, rp_uuid: str) -> bool:
         """Forget a deleted provider (its row stays, empty). True if it was live."""
@@ -338,8 +460,12 @@ class CapacityIndex:
         """Every live row of the trees holding ``rows``."""
         return tree_query.members(self, rows)
 
+    def sharing_rows(self) -> np.ndarray:
+        """Sorted rows of the sharing providers."""
+        return self.solver.sharing_rows()
+
     def _tree_path(self, request: CandidateRequest) -> bool:
-        names.check(self, request)
+        self._check_names(request)
         return bool(request.granular) or len(request.trait_groups) > 64 or self.trees().nested
 
     # ------------------------------------------------------------ queries
@@ -356,7 +482,7 @@ class CapacityIndex:
         root; each root's pick is the same either way (the tree path
         solves every root). ``request.limit``/``randomize`` do not apply.
         """
-        with self.lock, overlay.released(self, released) as freed:
+        with self.lock, self._released(released) as freed:
             if self._tree_path(request):
                 return tree_query.fit(self, request, freed, include_sharing_roots)
             ev = self.solver.evaluate(request)
@@ -385,7 +511,7 @@ class CapacityIndex:
         ``random.Random`` or a seed). O(candidates) in Python: a scheduler
         wants ``fit``/``select``.
         """
-        with self.lock, overlay.released(self, released):
+        with self.lock, self._released(released):
             if self._tree_path(request):
                 return tree_query.answer(self, request, rng)
             ev = self.solver.evaluate(request)
@@ -394,6 +520,96 @@ class CapacityIndex:
     def provider_summaries(self, rows: Sequence[int] | np.ndarray,
                            overlay: Mapping[tuple[int, str], int] | None = None
                            ) -> dict[str, dict]:
-        """Placement's ``provider_summaries`` for ``rows``; see
-        ``summaries.provider_summaries``."""
-        return summaries.provider_summaries(self, rows, overlay)
+        """Placement's ``provider_summaries`` (1.39 shape) for ``rows``:
+        capacity ``int((total - reserved) * ratio)`` and used for every
+        class the provider holds, traits, parent and root uuid. ``overlay``
+        (``{(row, rc): units}``) is subtracted from used (released usage)."""
+        rows = np.unique(np.asarray(rows, np.int64))
+        out: dict[str, dict] = {}
+        res_of: list[dict] = []
+        for r in rows.tolist():
+            parent, root = self.tree.get(r, (None, self.uuids[r]))
+            res: dict[str, dict] = {}
+            res_of.append(res)
+            out[self.uuids[r]] = {
+                "resources": res, "traits": sorted(self.traits.names[r]),
+                "parent_provider_uuid": parent, "root_provider_uuid": root}
+        for rc in sorted(self.columns):
+            col = self.columns[rc]
+            total = col.gather("total", rows)
+            present = np.flatnonzero(total > 0)
+            if not len(present):
+                continue
+            sel = rows[present]
+            cap = summary_capacity(total[present], col.gather("reserved", sel),
+                                   col.gather("ratio", sel, 1))
+            used = col.gather("used", sel)
+            for i, c, u, r in zip(present.tolist(), cap.tolist(), used.tolist(),
+                                  sel.tolist()):
+                if overlay:
+                    u -= overlay.get((r, rc), 0)
+                res_of[i][rc] = {"capacity": c, "used": u}
+        return out
+
+    # ------------------------------------------------------- query helpers
+    @contextlib.contextmanager
+    def _released(self, allocs: AllocationsLike
+                  ) -> Iterator[dict[tuple[int, str], int]]:
+        """Usage treated as free for one query (a moving server's old
+        allocations): ``allocs`` (``{rp: {rc: n}}``, a body shape or a
+        list; see ``allocations.normalized_list``) subtracted from usage
+        for the block, then restored. Providers (any provider of a tree)
+        or classes the index lacks are ignored (nothing to free). Yields
+        ``{(row, rc): units}`` of what was subtracted. The caller holds the
+        lock."""
+        overlay: dict[tuple[int, str], int] = {}
+        for allocs_ in allocations.normalized_list(allocs, "released"):
+            for rp, res in allocs_.items():
+                row = self.row_of.get(rp)
+                for rc, n in res.items():
+                    col = self.columns.get(rc)
+                    if row is None or col is None or not col.holds(row):
+                        continue
+                    overlay[(row, rc)] = overlay.get((row, rc), 0) + n
+        done: list[tuple[int, str, int]] = []
+        try:
+            for (row, rc), n in overlay.items():
+                self.columns[rc].add_used(row, -n)
+                done.append((row, rc, n))
+            yield overlay
+        finally:
+            for row, rc, n in done:
+                self.columns[rc].add_used(row, n)
+
+    def _check_names(self, request: CandidateRequest) -> None:
+        """Trait and resource class names checked as placement does: raise
+        ``InvalidRequest`` (placement's 400, ``TraitNotFound`` /
+        ``ResourceClassNotFound``) for a name placement does not know.
+        Standard names (os-traits, os-resource-classes) are known to every
+        placement; a ``CUSTOM_`` name is known when a provider here holds
+        it or placement's custom names were given (``set_known_names``).
+        Otherwise raise ``Unsupported``: only placement can answer."""
+        if not isinstance(request, CandidateRequest):
+            raise validation.bad("request", request, "must be a CandidateRequest")
+        traits, classes = request_names(request)
+        for name in sorted(traits):
+            if name in _STANDARD_TRAITS or name in self.traits.ids:
+                continue
+            if self.known_traits is None:
+                raise errors.Unsupported(
+                    f"trait {name} is on no provider here: only placement knows "
+                    "whether it exists")
+            if name not in self.known_traits:
+                raise errors.InvalidRequest(f"No such trait(s): {name}",
+                                            field="required", value=name)
+        for rc in sorted(classes):
+            if rc in _STANDARD_CLASSES or rc in self.columns:
+                continue
+            if self.known_classes is None:
+                raise errors.Unsupported(
+                    f"resource class {rc} is on no provider here: only placement "
+                    "knows whether it exists")
+            if rc not in self.known_classes:
+                raise errors.InvalidRequest(
+                    f"Invalid resource class in resources parameter: {rc}",
+                    field="resources", value=rc)

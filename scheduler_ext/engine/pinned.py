@@ -24,24 +24,22 @@ engine's pick serves it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import Iterable, Mapping
 
 import numpy as np
 
-from scheduler_ext.engine import supply
+from scheduler_ext.engine.fit import Fit
+from scheduler_ext.engine.fleet.rows import Rows
+from scheduler_ext.engine.tree import supply
 from scheduler_ext.placement import (DEVICE_CLASSES, WHOLE_DEVICE_TRAIT,
                                      Allocations)
 from scheduler_ext.placement.query import CandidateRequest
-
-if TYPE_CHECKING:  # pragma: no cover
-    from scheduler_ext.engine.fit import Fit
-    from scheduler_ext.engine.index import CapacityIndex
 
 #: (allocations ``{rp: {rc: n}}``, placement's ``mappings`` ``{suffix: [rp]}``)
 Pinned = tuple[dict[str, dict[str, int]], dict[str, list[str]]]
 
 
-def serves(index: "CapacityIndex", rp: str, root: str) -> bool:
+def serves(index: Rows, rp: str, root: str) -> bool:
     """``rp`` supplies ``root``: it is the root, a provider of its tree, or
     a sharing provider in one of the root's aggregates."""
     row, root_row = index.row_of.get(rp), index.row_of.get(root)
@@ -53,7 +51,7 @@ def serves(index: "CapacityIndex", rp: str, root: str) -> bool:
         index.aggregates.row_uuids(row) & index.aggregates.row_uuids(root_row))
 
 
-def whole_devices(index: "CapacityIndex",
+def whole_devices(index: Rows,
                   *allocs: Allocations | None) -> frozenset[str]:
     """The providers of ``allocs`` that are devices the old and new flavor
     of a move never share: those allocated a ``DEVICE_CLASSES`` class
@@ -72,7 +70,7 @@ def whole_devices(index: "CapacityIndex",
         rp for rp, hit in zip(rows.values(), found.tolist()) if hit)
 
 
-def pinned(index: "CapacityIndex", fit: "Fit", i: int, pin: Allocations,
+def pinned(index: Rows, fit: Fit, i: int, pin: Allocations,
            released: Allocations | None) -> Pinned | None:
     """The allocation of ``fit.request`` on root ``fit.rows[i]`` with what
     ``pin`` (the server's old allocations) holds on providers serving that
@@ -104,7 +102,7 @@ def pinned(index: "CapacityIndex", fit: "Fit", i: int, pin: Allocations,
     return None
 
 
-def _holder(index: "CapacityIndex", pin: Allocations, root: str,
+def _holder(index: Rows, pin: Allocations, root: str,
             classes: Iterable[str], taken: set[str]) -> str | None:
     """The provider of ``pin`` serving ``root`` that holds every one of
     ``classes`` (most units first, one not ``taken`` before one that is,
@@ -117,7 +115,7 @@ def _holder(index: "CapacityIndex", pin: Allocations, root: str,
     return holders[0][2] if holders else None
 
 
-def _kept_groups(index: "CapacityIndex", request: CandidateRequest, root: str,
+def _kept_groups(index: Rows, request: CandidateRequest, root: str,
                  pin: Allocations, picks: Mapping[str, str]) -> dict[str, str]:
     """Per granular group the provider of ``pin`` to keep it on (its
     engine pick for a resourceless group or when none holds it)."""
@@ -146,7 +144,7 @@ def _merged(request: CandidateRequest, supplier: Mapping[str, str],
     return out
 
 
-def _units_ok(index: "CapacityIndex", request: CandidateRequest,
+def _units_ok(index: Rows, request: CandidateRequest,
               supplier: Mapping[str, str], granular: Mapping[str, str]) -> bool:
     """Each group's own amounts within min_unit, max_unit and step_size of
     the provider drawn on (placement checks them per group, before two
@@ -164,7 +162,7 @@ def _units_ok(index: "CapacityIndex", request: CandidateRequest,
     return True
 
 
-def _fits(index: "CapacityIndex", allocs: Allocations,
+def _fits(index: Rows, allocs: Allocations,
           released: Allocations) -> bool:
     """The summed amounts within each provider's capacity (``released``
     counted free) and max_unit."""
@@ -184,7 +182,7 @@ def _fits(index: "CapacityIndex", allocs: Allocations,
     return True
 
 
-def _filters_pass(index: "CapacityIndex", request: CandidateRequest,
+def _filters_pass(index: Rows, request: CandidateRequest,
                   root: str, providers: set[str]) -> bool:
     """The unnumbered group's filters over the providers it uses."""
     if not providers:
@@ -212,7 +210,7 @@ def _filters_pass(index: "CapacityIndex", request: CandidateRequest,
     return True
 
 
-def _granular_pass(index: "CapacityIndex", request: CandidateRequest,
+def _granular_pass(index: Rows, request: CandidateRequest,
                    granular: Mapping[str, str]) -> bool:
     """Each granular group's filters on its provider, ``isolate`` and
     ``same_subtree`` over the groups' providers."""

@@ -15,12 +15,14 @@ import numpy as np
 
 from scheduler_ext import errors
 from scheduler_ext.engine import CapacityIndex, Weigher
-from scheduler_ext.engine.fleet_arrays import ColumnarFleet
+from scheduler_ext.engine.fleet.columnar import ColumnarFleet
 from scheduler_ext.lab import reference
+from scheduler_ext.lab.nested import EGR, IGR
+from scheduler_ext.lab.nested_bench import PORT
 from scheduler_ext.lab.placement_db import load_placement_db
 from scheduler_ext.placement.model import (AllocationWrite, Inventory, Provider,
                                            ProviderRecord)
-from scheduler_ext.placement.query import CandidateRequest
+from scheduler_ext.placement.query import CandidateRequest, RequestGroup
 
 #: (VCPU, MEMORY_MB, DISK_GB) of the flavors each round asks for.
 FLAVORS = ((1, 2048, 20), (2, 4096, 40), (4, 8192, 80), (8, 16384, 160), (16, 65536, 320))
@@ -29,6 +31,21 @@ FLAVORS = ((1, 2048, 20), (2, 4096, 40), (4, 8192, 80), (8, 16384, 160), (16, 65
 def flavor_requests(limit: int | None = None) -> list[CandidateRequest]:
     return [CandidateRequest({"VCPU": c, "MEMORY_MB": m, "DISK_GB": d},
                              root_forbidden=frozenset(["COMPUTE_STATUS_DISABLED"]), limit=limit)
+            for c, m, d in FLAVORS]
+
+
+def port_requests(limit: int | None = None, *, vgpu: bool = False
+                  ) -> list[CandidateRequest]:
+    """The bench flavors (``FLAVORS``) each with one granular
+    group: a QoS port's bandwidth on physnet NET0, or (``vgpu``) one vGPU."""
+    group = RequestGroup("_GPU", {"VGPU": 1},
+                         required=frozenset(["CUSTOM_VGPU_TYPE_A"])) if vgpu \
+        else RequestGroup(PORT, {EGR: 1000, IGR: 1000}, required=frozenset(
+            ["CUSTOM_PHYSNET_NET0", "CUSTOM_VNIC_TYPE_NORMAL"]))
+    return [CandidateRequest({"VCPU": c, "MEMORY_MB": m, "DISK_GB": d},
+                             root_forbidden=frozenset(["COMPUTE_STATUS_DISABLED"]),
+                             limit=limit,
+                             granular=(group,), group_policy="none")
             for c, m, d in FLAVORS]
 
 
@@ -199,7 +216,6 @@ def bench_snapshot(fleet: ColumnarFleet, args) -> dict:
 def bench_nested_engine(index: CapacityIndex, args) -> dict:
     """``select``/``fit`` on a nested fleet (``nested_bench``): the bench
     flavors with a QoS port's bandwidth group, and with a vGPU group."""
-    from scheduler_ext.lab.nested_bench import port_requests
     weigher = Weigher()
     out: dict[str, Any] = {}
     for name, requests in (("port", port_requests()), ("vgpu", port_requests(vgpu=True))):
@@ -215,7 +231,6 @@ def bench_nested_baseline(fleet: ColumnarFleet, index: CapacityIndex, args) -> d
     """The plain-Python reading of placement's steps (``lab.reference``) on
     the same nested fleet: time per request and whether it finds the same
     roots as the engine."""
-    from scheduler_ext.lab.nested_bench import port_requests
     t, providers = timed(lambda: reference.from_columnar(fleet))
     ref = reference.Reference(providers)
     samples, same = [], True
@@ -234,7 +249,6 @@ def bench_nested_placement(fleet: ColumnarFleet, index: CapacityIndex, args) -> 
     1.36, ``limit=1000``) for the port requests, after checking that its
     unlimited answer for one of them equals the engine's."""
     from scheduler_ext.lab.nested import NESTED_TRAITS
-    from scheduler_ext.lab.nested_bench import port_requests
     from scheduler_ext.lab.placement_server import LocalPlacement
     from scheduler_ext.placement.http import HttpPlacement
 

@@ -20,7 +20,7 @@ import uuid as uuidlib
 from typing import Iterator
 
 from scheduler_ext.driver import make_conf
-from scheduler_ext.engine.fleet_arrays import ColumnarFleet
+from scheduler_ext.engine.fleet.columnar import ColumnarFleet
 from scheduler_ext.lab.bench_engine import timed
 from scheduler_ext.lab.placement_db import load_placement_db
 from scheduler_ext.lab.placement_server import LocalPlacement

@@ -17,7 +17,7 @@ from typing import Iterable
 
 import numpy as np
 
-from scheduler_ext.engine.fleet_arrays import ColumnarFleet, InventoryColumns
+from scheduler_ext.engine.fleet.columnar import ColumnarFleet, InventoryColumns
 from scheduler_ext.lab.synthetic import (CUSTOM_TRAITS, SHARING, STANDARD_TRAITS,
                                          FleetSpec, ProviderSpec, chunk, new_uuid,
                                          random_inventory)

@@ -13,10 +13,9 @@ import uuid as uuidlib
 
 import numpy as np
 
-from scheduler_ext.engine.fleet_arrays import ColumnarFleet, InventoryColumns
+from scheduler_ext.engine.fleet.columnar import ColumnarFleet, InventoryColumns
 from scheduler_ext.lab.nested import EGR, IGR
 from scheduler_ext.placement.model import SHARING_TRAIT
-from scheduler_ext.placement.query import CandidateRequest, RequestGroup
 
 CHILDREN = 3
 NIC_TRAITS = (frozenset({"CUSTOM_PHYSNET_NET0", "CUSTOM_VNIC_TYPE_NORMAL"}),
@@ -93,19 +92,3 @@ def nested_bench_fleet(n: int, seed: int = 0, *, hosts_per_aggregate: int = 100
                          inventories=invs, trait_sets=trait_sets, trait_set_of=trait_of,
                          aggregate_sets=agg_sets, aggregate_set_of=agg_of,
                          parents=parents, roots=roots)
-
-
-def port_requests(limit: int | None = None, *, vgpu: bool = False
-                  ) -> list[CandidateRequest]:
-    """The bench flavors (``bench_engine.FLAVORS``) each with one granular
-    group: a QoS port's bandwidth on physnet NET0, or (``vgpu``) one vGPU."""
-    from scheduler_ext.lab.bench_engine import FLAVORS
-    group = RequestGroup("_GPU", {"VGPU": 1},
-                         required=frozenset(["CUSTOM_VGPU_TYPE_A"])) if vgpu \
-        else RequestGroup(PORT, {EGR: 1000, IGR: 1000}, required=frozenset(
-            ["CUSTOM_PHYSNET_NET0", "CUSTOM_VNIC_TYPE_NORMAL"]))
-    return [CandidateRequest({"VCPU": c, "MEMORY_MB": m, "DISK_GB": d},
-                             root_forbidden=frozenset(["COMPUTE_STATUS_DISABLED"]),
-                             limit=limit,
-                             granular=(group,), group_policy="none")
-            for c, m, d in FLAVORS]

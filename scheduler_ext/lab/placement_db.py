@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid as uuidlib
 from typing import Any
 
-from scheduler_ext.engine.fleet_arrays import ColumnarFleet
+from scheduler_ext.engine.fleet.columnar import ColumnarFleet
 
 
 def load_placement_db(url: str, fleet: ColumnarFleet) -> None:

@@ -17,7 +17,7 @@ import uuid as uuidlib
 import numpy as np
 
 from scheduler_ext import errors
-from scheduler_ext.engine.fleet_arrays import ColumnarFleet, InventoryColumns
+from scheduler_ext.engine.fleet.columnar import ColumnarFleet, InventoryColumns
 from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.placement.model import MAX_INT, AllocationWrite, Inventory
 

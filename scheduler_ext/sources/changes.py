@@ -29,7 +29,6 @@ import dataclasses
 from typing import Iterable, Protocol
 
 from scheduler_ext import errors
-from scheduler_ext.engine import bulk
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.placement import PlacementClient
 from scheduler_ext.placement.client import ChangeFeed, read_listed_providers
@@ -78,8 +77,7 @@ class IndexUpdate:
         """Write these changes into ``index`` (usage under its lock, then
         records, removals and, from a re-read, the full usage table)."""
         if self.usage:
-            with index.lock:
-                bulk.set_usages(index, self.usage)
+            index.set_usages(self.usage)
         for record in self.records:
             index.refresh_provider(record)
         for u in self.removed:

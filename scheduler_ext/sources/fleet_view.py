@@ -37,7 +37,6 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from scheduler_ext import errors
-from scheduler_ext.engine import bulk
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.placement import Allocations, PlacementClient, allocations
 from scheduler_ext.placement.query import CandidateRequest
@@ -307,9 +306,8 @@ class FleetView:
         """Apply a re-read, except to providers written since it began."""
         skip = self._touched or set()
         if changes.usage:
-            with self.index.lock:
-                bulk.set_usages(self.index, {u: n for u, n in changes.usage.items()
-                                             if u not in skip})
+            self.index.set_usages({u: n for u, n in changes.usage.items()
+                                   if u not in skip})
         for record in changes.records:
             if record.provider.uuid not in skip:
                 self.index.refresh_provider(record)

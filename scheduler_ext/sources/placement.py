@@ -1,7 +1,7 @@
 """Candidates from placement itself (``GET /allocation_candidates``).
 
 For queries the numpy engine cannot answer exactly (it raises
-Unsupported, see ``engine.names``), placement answers.
+Unsupported, see ``CapacityIndex``), placement answers.
 
 Placement cannot be asked "as if these allocations were free", and nothing
 is released to ask it. For a move the other hosts come from placement's
@@ -28,8 +28,7 @@ import numpy as np
 from oslo_config import cfg
 
 from scheduler_ext import errors
-from scheduler_ext.engine import names
-from scheduler_ext.engine.index import CapacityIndex
+from scheduler_ext.engine.index import CapacityIndex, request_names
 from scheduler_ext.engine.pinned import Pinned, pinned, whole_devices
 from scheduler_ext.engine.weigh import DEFAULT_WEIGHING, Weighing
 from scheduler_ext.placement import (SHARING_TRAIT, Allocations,
@@ -149,7 +148,7 @@ class PlacementCandidateSource:
         index = CapacityIndex.from_snapshot(
             FleetSnapshot(tuple(self._source_records(query, source, released))),
             single_precision_ratio=self.single_precision)
-        index.set_known_names(*names.used(query))
+        index.set_known_names(*request_names(query))
         out: list[Pinned | None] = []
         view: dict = {}
         for freed in (released, None):

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from scheduler_ext.engine import CapacityIndex, Weigher
-from scheduler_ext.engine.branchless import choose, compact, keep
-from scheduler_ext.engine.columns import as_slice
-from scheduler_ext.lab.nested_bench import nested_bench_fleet, port_requests
+from scheduler_ext.engine.tree.branchless import choose, compact, keep
+from scheduler_ext.engine.fleet.columns import as_slice
+from scheduler_ext.lab.bench_engine import port_requests
+from scheduler_ext.lab.nested_bench import nested_bench_fleet
 from scheduler_ext.placement.model import Inventory, Provider, ProviderRecord
 
 

@@ -8,7 +8,8 @@ import uuid
 
 import pytest
 
-from scheduler_ext.engine import CapacityIndex, tree_query
+from scheduler_ext.engine import CapacityIndex
+from scheduler_ext.engine.tree import query as tree_query
 from scheduler_ext.lab import nested, reference, synthetic
 from scheduler_ext.lab.nested_requests import random_nested_requests
 from scheduler_ext.placement import AllocationWrite, Inventory

@@ -126,13 +126,13 @@ def test_incremental_updates_match_a_rebuild(seed):
 
 @pytest.mark.parametrize("seed", range(20))
 def test_enumeration_fallback_matches_the_vectorized_solver(seed, monkeypatch):
-    from scheduler_ext.engine import solver
+    from scheduler_ext.engine import flat
 
     spec, p = build(seed)
     index = CapacityIndex.from_snapshot(p.snapshot())
     requests = synthetic.random_requests(spec, random.Random(seed), 10)
     fast = [index.fit(r, include_sharing_roots=True) for r in requests]
-    monkeypatch.setattr(solver, "MAX_COMBINATIONS", 0)
+    monkeypatch.setattr(flat, "MAX_COMBINATIONS", 0)
     for request, want in zip(requests, fast):
         got = index.fit(request, include_sharing_roots=True)
         assert got.uuids() == want.uuids()
@@ -152,7 +152,7 @@ def test_empty_index():
 
 
 def test_limited_answer_is_the_head_of_the_full_one():
-    from scheduler_ext.engine.enumeration import Enumerator
+    from scheduler_ext.engine.flat import Enumerator
 
     index = CapacityIndex.from_columnar(synthetic.bench_fleet(3000, seed=4))
     request = CandidateRequest({"VCPU": 4, "MEMORY_MB": 8192, "DISK_GB": 80})

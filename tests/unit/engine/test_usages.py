@@ -4,7 +4,7 @@ aggregate) leaves the index as a fresh build would."""
 import uuid
 
 from scheduler_ext.lab import fleet
-from scheduler_ext.engine import CapacityIndex, bulk
+from scheduler_ext.engine import CapacityIndex
 from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.placement import AllocationWrite
 from scheduler_ext.placement.embedded import EmbeddedPlacement
@@ -60,8 +60,7 @@ def test_set_usages_of_some_providers_matches_a_rebuild():
     written = [built.hosts[1], built.sharing[1]]
     usage = {u: {rc: n for rc, n in client.get_usages(u).items() if n} for u in written}
     usage[built.hosts[1]]["NO_SUCH_CLASS"] = 5      # no inventory: skipped
-    with index.lock:
-        bulk.set_usages(index, dict(usage, unknown={"VCPU": 1}))
+    index.set_usages(dict(usage, unknown={"VCPU": 1}))
     fresh = CapacityIndex.from_snapshot(client.snapshot())
     for p in client.list_providers():
         assert index.usage(p.uuid) == fresh.usage(p.uuid)

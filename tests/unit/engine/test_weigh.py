@@ -10,7 +10,7 @@ import pytest
 from scheduler_ext.engine import CapacityIndex, Weigher, Weighing
 from scheduler_ext.lab import reference
 from scheduler_ext.placement.query import CandidateRequest
-from scheduler_ext.engine.keys import uuid_keys
+from scheduler_ext.engine.index import uuid_keys
 from scheduler_ext.engine.weigh import normalize, subset_first, top_k
 from scheduler_ext.placement import AllocationWrite, Inventory
 from scheduler_ext.placement.embedded import EmbeddedPlacement

@@ -198,7 +198,7 @@ def test_tree_structure_is_built_at_start_and_after_a_reread_not_in_a_request(
         monkeypatch):
     """Regression: the first query after the start (and after a re-read
     that removed a provider) built the index's tree structure, O(fleet)."""
-    from scheduler_ext.engine import trees
+    from scheduler_ext.engine.fleet import trees
     client, hosts = _hosts()
     view = FleetView(client, _conf(), source=ApiChanges(client))
     built = []

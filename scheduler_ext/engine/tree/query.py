@@ -1,4 +1,4 @@
-"""The tree path of ``CapacityIndex``: its cached tree structure, and
+"""The tree path's entry point: the index's cached tree structure, and
 ``fit``/``candidates`` for requests on provider trees or with granular
 groups (``supply`` -> ``TreeSolver`` / ``TreeEnumerator``). The caller
 holds the index lock."""
@@ -7,23 +7,21 @@ from __future__ import annotations
 
 import functools
 import random
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from scheduler_ext.engine import supply
-from scheduler_ext.engine import trees as treelib
-from scheduler_ext.engine.columns import as_slice
 from scheduler_ext.engine.fit import Fit
-from scheduler_ext.engine.tree_enumeration import TreeEnumerator
-from scheduler_ext.engine.tree_solver import TreeSolver
+from scheduler_ext.engine.fleet import trees as treelib
+from scheduler_ext.engine.fleet.columns import as_slice
+from scheduler_ext.engine.fleet.rows import Rows
+from scheduler_ext.engine.tree import supply
+from scheduler_ext.engine.tree.enumeration import TreeEnumerator
+from scheduler_ext.engine.tree.solver import TreeSolver
 from scheduler_ext.placement.query import CandidateRequest
 
-if TYPE_CHECKING:  # pragma: no cover
-    from scheduler_ext.engine.index import CapacityIndex
 
-
-def state(ix: "CapacityIndex") -> tuple[treelib.Trees, treelib.TreeAggregates]:
+def state(ix: Rows) -> tuple[treelib.Trees, treelib.TreeAggregates]:
     """The index's ``Trees`` and ``TreeAggregates``, rebuilt when rows
     appeared, died or moved (``structure_version``) or aggregates changed."""
     stamp = (ix.structure_version, ix.aggregates.version, ix.n_rows)
@@ -31,8 +29,8 @@ def state(ix: "CapacityIndex") -> tuple[treelib.Trees, treelib.TreeAggregates]:
     if cached is not None and cached[0] == stamp:
         return cached[1], cached[2]
     trees = cached[1] if cached is not None and cached[0][0::2] == stamp[0::2] \
-        else treelib.build(ix)
-    tagg = treelib.tree_aggregates(ix, trees)
+        else treelib.build(ix.n_rows, ix.alive, ix.tree, ix.row_of, ix.key_hi, ix.key_lo)
+    tagg = treelib.tree_aggregates(ix.aggregates, trees)
     ix.tree_cache = (stamp, trees, tagg, {})
     return trees, tagg
 
@@ -41,7 +39,7 @@ def state(ix: "CapacityIndex") -> tuple[treelib.Trees, treelib.TreeAggregates]:
 MAX_HOLDERS = 4
 
 
-def holders(ix: "CapacityIndex", rc: str) -> tuple[Any, ...] | None:
+def holders(ix: Rows, rc: str) -> tuple[Any, ...] | None:
     """(rows, slots): per compact root the rows of its tree holding ``rc``
     and their slots in the column, as (k x n_roots) matrices padded with
     -1 (k: the most holders one tree has; row j of the matrix: each tree's
@@ -85,7 +83,7 @@ def _holder_matrix(trees: treelib.Trees, col) -> tuple[Any, ...] | None:
     return matrix, slots
 
 
-def memo(ix: "CapacityIndex", key: tuple, compute: Callable[[], Any]) -> Any:
+def memo(ix: Rows, key: tuple, compute: Callable[[], Any]) -> Any:
     """``compute()`` cached with the tree structure under ``key``, which
     must name every version the value depends on besides the structure
     and the aggregates (trait and column versions)."""
@@ -98,7 +96,7 @@ def memo(ix: "CapacityIndex", key: tuple, compute: Callable[[], Any]) -> Any:
     return cache[key]
 
 
-def members(ix: "CapacityIndex", rows: Sequence[int] | np.ndarray) -> np.ndarray:
+def members(ix: Rows, rows: Sequence[int] | np.ndarray) -> np.ndarray:
     """Every live row of the trees holding ``rows``."""
     trees = state(ix)[0]
     pos = np.unique(trees.root_pos[np.asarray(rows, np.int64)])
@@ -107,9 +105,9 @@ def members(ix: "CapacityIndex", rows: Sequence[int] | np.ndarray) -> np.ndarray
                           or [np.zeros(0, np.int64)])
 
 
-def _parts(ix: "CapacityIndex", request: CandidateRequest):
+def _parts(ix: Rows, request: CandidateRequest):
     trees, tagg = state(ix)
-    sharing = ix.solver.sharing_rows()
+    sharing = ix.sharing_rows()
     sharing = sharing[sharing < trees.n]
     sharing = sharing[trees.root_of[sharing] >= 0]
     sup = supply.build(ix, trees, request, sharing, lambda rc: holders(ix, rc),
@@ -118,14 +116,14 @@ def _parts(ix: "CapacityIndex", request: CandidateRequest):
     return trees, sup, solver, TreeEnumerator(ix, trees, tagg, sup, solver)
 
 
-def fit(ix: "CapacityIndex", request: CandidateRequest,
+def fit(ix: Rows, request: CandidateRequest,
         freed: dict[tuple[int, str], int], include_sharing_roots: bool) -> Fit:
     """``CapacityIndex.fit`` on the tree path (``freed``: the released
     overlay in force)."""
     trees, sup, solver, enum = _parts(ix, request)
     pre = np.ones(trees.n_roots, bool)
     if not include_sharing_roots and ix.sharing_set:
-        rows = ix.solver.sharing_rows()
+        rows = ix.sharing_rows()
         rows = rows[rows < trees.n]
         rows = rows[trees.root_of[rows] == rows]
         pre[trees.root_pos[rows]] = False
@@ -146,13 +144,13 @@ def fit(ix: "CapacityIndex", request: CandidateRequest,
                quick)
 
 
-def _stamp(ix: "CapacityIndex", rc: str) -> tuple:
+def _stamp(ix: Rows, rc: str) -> tuple:
     col = ix.columns.get(rc)
     return (ix.structure_version, ix.aggregates.version, ix.n_rows, id(col),
             col.version if col is not None else -1)
 
 
-def _holder_free(ix: "CapacityIndex", rc: str, pos: np.ndarray, stamp: tuple
+def _holder_free(ix: Rows, rc: str, pos: np.ndarray, stamp: tuple
                  ) -> np.ndarray | None:
     """Free units of ``rc`` at the one holder in each tree at compact root
     positions ``pos`` (each holds ``rc``): one gather where the holders
@@ -171,7 +169,7 @@ def _holder_free(ix: "CapacityIndex", rc: str, pos: np.ndarray, stamp: tuple
         return free[hold[1][0][pos]]
 
 
-def answer(ix: "CapacityIndex", request: CandidateRequest,
+def answer(ix: Rows, request: CandidateRequest,
            rng: random.Random | int | None) -> dict:
     """``CapacityIndex.candidates`` on the tree path."""
     trees, sup, solver, enum = _parts(ix, request)

@@ -1,28 +1,37 @@
-"""Which anchor roots fit a query, vectorized: the masks of
-placement-semantics.md section 2 and the choice of one candidate per root,
-for a flat fleet (every provider a root) and the unnumbered group only
-(``CapacityIndex`` sends everything else to ``tree_solver``).
+"""The flat path: anchor roots of a fleet where every provider is a root,
+asked the unnumbered group only (``CapacityIndex`` sends everything else
+to ``engine.tree``).
 
-``Solver`` is ``CapacityIndex``'s collaborator for reading: it works on the
-index's public row storage (``columns``, ``traits``, ``aggregates``,
-``sharing_set``, ``key_hi``/``key_lo``, ``n_rows``) and never writes it.
-The caller holds the index lock.
+* ``Solver``: which roots fit, vectorized -- the masks of
+  placement-semantics.md section 2 and the choice of one candidate per
+  root;
+* ``Enumerator``: exact enumeration in placement's shape (the slow, full
+  path, and the solver's fallback past ``MAX_COMBINATIONS``). For each
+  anchor root still possible after the masks, the suppliers of each
+  requested class are the root itself (if it may supply the class) and
+  every sharing provider that may supply it and shares an aggregate with
+  the root. One candidate is one supplier per class (a class is never
+  split); their cross product, kept when the suppliers together meet every
+  required trait group, de-duplicated across anchors (a candidate is its
+  allocations, not its anchor).
+
+Both read the index's row storage (``fleet.rows.Rows``) and never write
+it. The caller holds the index lock.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import TYPE_CHECKING
+import random
+from typing import Iterator
 
 import numpy as np
 
 from scheduler_ext import errors
+from scheduler_ext.engine.fleet.rows import Rows
 from scheduler_ext.placement import validation
 from scheduler_ext.placement.query import CandidateRequest
-
-if TYPE_CHECKING:  # pragma: no cover
-    from scheduler_ext.engine.index import CapacityIndex
 
 #: Above this many (local/sharing x trait-mask) choice combinations the
 #: fast path falls back to exact per-root enumeration.
@@ -49,7 +58,7 @@ class Evaluation:
 class Solver:
     """Query evaluation over one index's arrays (see module docstring)."""
 
-    def __init__(self, index: "CapacityIndex"):
+    def __init__(self, index: Rows):
         self.ix = index
         self._sharing: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
@@ -291,7 +300,6 @@ class Solver:
         return chosen
 
     def _solve_by_enumeration(self, ev: Evaluation, r0: np.ndarray) -> Solution:
-        from scheduler_ext.engine.enumeration import Enumerator
         rows, picks = [], []
         enum = Enumerator(self.ix, self, ev)
         for r in r0.tolist():
@@ -306,3 +314,116 @@ class Solver:
 
 def _narrow(base: np.ndarray | None, mask: np.ndarray) -> np.ndarray:
     return mask if base is None else base & mask
+
+
+class Enumerator:
+    """Candidates of one evaluated query (``Solver.evaluate``)."""
+
+    def __init__(self, index: Rows, solver: Solver, ev: Evaluation):
+        self.ix = index
+        self.ev = ev
+        self.names = index.traits.names
+        self.aggsets = index.aggregates.sets
+        # rc -> aggregate id -> sharing rows that may supply rc, and
+        # rc -> row -> rank in preference order (most free first, uuid)
+        self.by_agg: dict[str, dict[int, list[int]]] = {}
+        self.rank: dict[str, dict[int, int]] = {}
+        for rc in ev.rcs:
+            supply = ev.shared[rc]
+            if not len(supply):
+                continue
+            ranked = solver.preference(supply, rc).tolist()
+            self.rank[rc] = {r: i for i, r in enumerate(ranked)}
+            by_agg: dict[int, list[int]] = {}
+            for r in ranked:
+                for a in self.aggsets[r]:
+                    by_agg.setdefault(a, []).append(r)
+            self.by_agg[rc] = by_agg
+
+    def suppliers(self, root: int) -> list[list[int]] | None:
+        """Per requested class, the rows that may supply it for ``root``
+        (the root first, then sharing rows by preference); None if a class
+        has none."""
+        out = []
+        for rc in self.ev.rcs:
+            opts = [root] if self.ev.local[rc][root] else []
+            by_agg = self.by_agg.get(rc)
+            if by_agg:
+                extra: set[int] = set()
+                for a in self.aggsets[root]:
+                    extra.update(by_agg.get(a, ()))
+                extra.discard(root)
+                opts += sorted(extra, key=self.rank[rc].__getitem__)
+            if not opts:
+                return None
+            out.append(opts)
+        return out
+
+    def root_candidates(self, root: int) -> Iterator[tuple[int, ...]]:
+        """Candidates anchored at ``root``: one supplier row per class, in
+        ``ev.rcs`` order."""
+        opts = self.suppliers(root)
+        if opts is None:
+            return
+        groups = self.ev.groups
+        for combo in itertools.product(*opts):
+            if groups:
+                provs = set(combo)
+                if not all(any(not g.isdisjoint(self.names[p]) for p in provs)
+                           for g in groups):
+                    continue
+            yield combo
+
+    def roots_by_uuid(self, first: int | None = None) -> Iterator[int]:
+        """The possible anchors in uuid order. With ``first``, sorted in
+        growing chunks (the smallest ``first`` uuids, then 4x more...), so a
+        limited answer does not sort every root."""
+        ix = self.ix
+        rest = np.flatnonzero(self.ev.pre)
+        chunk = first or len(rest)
+        while len(rest):
+            if chunk < len(rest):
+                hi = ix.key_hi[rest]
+                edge = np.partition(hi, chunk - 1)[chunk - 1]
+                take = hi <= edge  # ties in the high half stay together
+                head, rest = rest[take], rest[~take]
+            else:
+                head, rest = rest, rest[:0]
+            yield from head[np.lexsort((ix.key_lo[head], ix.key_hi[head]))].tolist()
+            chunk *= 4
+
+    def allocation_request(self, combo: tuple[int, ...]) -> dict:
+        u = self.ix.uuids
+        allocs: dict[str, dict] = {}
+        for rc, row in zip(self.ev.rcs, combo):
+            allocs.setdefault(u[row], {"resources": {}})["resources"][rc] = \
+                self.ev.request.resources[rc]
+        return {"allocations": allocs, "mappings": {"": sorted(allocs)}}
+
+    def placement_answer(self, rng: random.Random | int | None = None) -> dict:
+        """The whole ``GET /allocation_candidates`` body (see module doc)."""
+        request = self.ev.request
+        ix = self.ix
+        limit = request.limit
+        early = limit if limit is not None and not request.randomize else None
+        seen: set[tuple[int, ...]] = set()
+        out: list[tuple[int, ...]] = []
+        for root in self.roots_by_uuid(4 * early if early is not None else None):
+            for combo in self.root_candidates(root):
+                if combo not in seen:
+                    seen.add(combo)
+                    out.append(combo)
+            if early is not None and len(out) >= early:
+                break
+        if request.randomize:
+            if not isinstance(rng, random.Random):
+                rng = random.Random(rng)
+            if limit is not None and limit < len(out):
+                out = rng.sample(out, limit)
+            else:
+                rng.shuffle(out)
+        elif limit is not None:
+            out = out[:limit]
+        rows = sorted({r for combo in out for r in combo})
+        return {"allocation_requests": [self.allocation_request(c) for c in out],
+                "provider_summaries": ix.provider_summaries(rows)}

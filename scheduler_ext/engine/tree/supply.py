@@ -29,17 +29,15 @@ provider row, where the request has no row-wide filter.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import numpy as np
 
-from scheduler_ext.engine.branchless import choose, compact, keep
-from scheduler_ext.engine.columns import as_slice
-from scheduler_ext.engine.trees import Trees, best_per_root
+from scheduler_ext.engine.fleet.columns import as_slice
+from scheduler_ext.engine.fleet.rows import Rows
+from scheduler_ext.engine.fleet.trees import Trees, best_per_root
+from scheduler_ext.engine.tree.branchless import choose, compact, keep
 from scheduler_ext.placement.query import CandidateRequest, RequestGroup
-
-if TYPE_CHECKING:  # pragma: no cover
-    from scheduler_ext.engine.index import CapacityIndex
 
 _NONE = np.zeros(0, np.int64)
 
@@ -124,7 +122,7 @@ class Supply:
         return [i for i, s in enumerate(self.slots) if s.suffix == ""]
 
 
-def _tree_of(ix: "CapacityIndex", trees: Trees, uuid: str | None) -> int:
+def _tree_of(ix: Rows, trees: Trees, uuid: str | None) -> int:
     """Root row of the tree holding ``uuid`` (-2 when unknown here)."""
     row = ix.row_of.get(uuid or "")
     if row is None or row >= trees.n or trees.root_of[row] < 0:
@@ -132,7 +130,7 @@ def _tree_of(ix: "CapacityIndex", trees: Trees, uuid: str | None) -> int:
     return int(trees.root_of[row])
 
 
-def _aggs_all(ix: "CapacityIndex", lists, n: int) -> np.ndarray | None:
+def _aggs_all(ix: Rows, lists, n: int) -> np.ndarray | None:
     out = None
     for aggs in lists:
         m = ix.aggregates.member_mask(aggs, n)
@@ -151,7 +149,7 @@ def among(sorted_rows: np.ndarray, rows: np.ndarray,
     return rows[found if ok is None else found & ok[pos]]
 
 
-def fitting(ix: "CapacityIndex", trees: Trees, rc: str, amount: int
+def fitting(ix: Rows, trees: Trees, rc: str, amount: int
             ) -> tuple[np.ndarray, np.ndarray]:
     """(rows ascending, free units of ``rc`` there) of the live rows where
     ``amount`` of ``rc`` fits."""
@@ -174,11 +172,11 @@ def _no_memo(key: tuple, compute: Callable):
     return compute()
 
 
-def build(ix: "CapacityIndex", trees: Trees, request: CandidateRequest,
+def build(ix: Rows, trees: Trees, request: CandidateRequest,
           sharing: np.ndarray, holders: Callable = lambda rc: None,
           memo: Callable = _no_memo) -> Supply:
     """The slots of ``request`` over the index (``sharing``: the live
-    sharing rows, ascending; ``holders(rc)``: see ``tree_query.holders``;
+    sharing rows, ascending; ``holders(rc)``: see ``query.holders``;
     ``memo(key, compute)``: a cache of what depends only on the versions
     named in ``key``; the caller holds the lock)."""
     n = trees.n
@@ -201,7 +199,7 @@ def build(ix: "CapacityIndex", trees: Trees, request: CandidateRequest,
                   request.trait_groups if request.resources else ())
 
 
-def fitting_among(ix: "CapacityIndex", rc: str, amount: int, rows: np.ndarray
+def fitting_among(ix: Rows, rc: str, amount: int, rows: np.ndarray
                   ) -> np.ndarray:
     """The entries of ``rows`` where ``amount`` of ``rc`` fits."""
     col = ix.columns.get(rc)
@@ -210,7 +208,7 @@ def fitting_among(ix: "CapacityIndex", rc: str, amount: int, rows: np.ndarray
     return rows[col.fits_at(col.positions(rows), amount)]
 
 
-def _unnumbered(ix: "CapacityIndex", trees: Trees, gi: int, group: RequestGroup,
+def _unnumbered(ix: Rows, trees: Trees, gi: int, group: RequestGroup,
                 sharing: np.ndarray, slots: list[Slot], holders: Callable) -> np.ndarray:
     """Append the unnumbered group's slots; return its anchor condition."""
     n = trees.n
@@ -267,7 +265,7 @@ def _unnumbered(ix: "CapacityIndex", trees: Trees, gi: int, group: RequestGroup,
     return anchor
 
 
-def _granular_ok(ix: "CapacityIndex", trees: Trees, group: RequestGroup,
+def _granular_ok(ix: Rows, trees: Trees, group: RequestGroup,
                  rows: np.ndarray) -> np.ndarray:
     """Bool per entry of ``rows``: the provider meets the group's traits,
     aggregates, ``in_tree`` and every class but the first."""
@@ -292,7 +290,7 @@ def _granular_ok(ix: "CapacityIndex", trees: Trees, group: RequestGroup,
     return ok
 
 
-def granular_filters_pass(ix: "CapacityIndex", trees: Trees, group: RequestGroup,
+def granular_filters_pass(ix: Rows, trees: Trees, group: RequestGroup,
                           rows: np.ndarray) -> np.ndarray:
     """Bool per entry of ``rows``: the provider meets the group's traits,
     aggregates and ``in_tree`` (capacity is not looked at)."""
@@ -307,17 +305,17 @@ def granular_filters_pass(ix: "CapacityIndex", trees: Trees, group: RequestGroup
 
 def _holder_fits(col, hold, amount: int, n_roots: int) -> np.ndarray:
     """Bool per compact root: its tree's one holder of the class (see
-    ``tree_query.holders``) has room for ``amount``."""
+    ``query.holders``) has room for ``amount``."""
     pos, slots = hold[2:4]
     ok = np.zeros(n_roots, bool)
     ok[pos] = col.fits_at(slots, amount, present=True)
     return ok
 
 
-def matrix_best(ix: "CapacityIndex", matrix: np.ndarray, slots: np.ndarray,
+def matrix_best(ix: Rows, matrix: np.ndarray, slots: np.ndarray,
                 ok: np.ndarray, rc: str) -> np.ndarray:
     """Per compact root the best row of ``matrix`` (see
-    ``tree_query.holders``) where ``ok``: most free units of ``rc``, then
+    ``query.holders``) where ``ok``: most free units of ``rc``, then
     the smaller uuid; -1 where none is ok. One pass per matrix row."""
     best = keep(matrix[0], ok[0])
     if len(matrix) == 1:
@@ -332,7 +330,7 @@ def matrix_best(ix: "CapacityIndex", matrix: np.ndarray, slots: np.ndarray,
     return best
 
 
-def _granular(ix: "CapacityIndex", trees: Trees, gi: int, group: RequestGroup,
+def _granular(ix: Rows, trees: Trees, gi: int, group: RequestGroup,
               sharing: np.ndarray, memo: Callable) -> Slot:
     amounts = dict(group.resources)
     if not amounts:
@@ -366,7 +364,7 @@ def _granular(ix: "CapacityIndex", trees: Trees, gi: int, group: RequestGroup,
     return slot
 
 
-def _granular_static(ix: "CapacityIndex", trees: Trees, group: RequestGroup,
+def _granular_static(ix: Rows, trees: Trees, group: RequestGroup,
                      cols: list) -> tuple[np.ndarray, list, Any, np.ndarray | None]:
     """(rows ascending, their slots in each of ``cols``, their compact root
     positions, and the row per compact root (-1 none); the last two None

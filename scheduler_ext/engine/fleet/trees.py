@@ -23,12 +23,11 @@ member shares an aggregate with it).
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import Mapping
 
 import numpy as np
 
-if TYPE_CHECKING:  # pragma: no cover
-    from scheduler_ext.engine.index import CapacityIndex
+from scheduler_ext.engine.fleet.membership import AggregateSets
 
 #: tie-break ranks are packed into the low bits of a preference key
 RANK_BITS = 16
@@ -71,18 +70,21 @@ class Trees:
         return hit
 
 
-def build(ix: "CapacityIndex") -> Trees:
-    """Derive ``Trees`` from the index's rows (O(n log n) when nested,
-    O(n) when flat)."""
-    n = ix.n_rows
-    alive = ix.alive[:n]
+def build(n: int, alive: np.ndarray, tree: Mapping[int, tuple[str | None, str]],
+          row_of: Mapping[str, int], key_hi: np.ndarray, key_lo: np.ndarray
+          ) -> Trees:
+    """Derive ``Trees`` from the index's rows: ``n`` rows, ``alive``,
+    ``tree`` (row -> (parent uuid, root uuid) of nested rows), ``row_of``
+    and the uuid keys ``key_hi``/``key_lo`` (O(n log n) when nested, O(n)
+    when flat)."""
+    alive = alive[:n]
     rows = np.arange(n, dtype=np.int64)
     parent_of = np.full(n, -1, np.int64)
     root_of = np.where(alive, rows, -1)
-    for row, (parent, root) in ix.tree.items():
-        p, r = ix.row_of.get(parent or ""), ix.row_of.get(root)
+    for row, (parent, root) in tree.items():
+        p, r = row_of.get(parent or ""), row_of.get(root)
         if alive[row] and p is not None and r is not None and alive[p] \
-                and alive[r] and r not in ix.tree:
+                and alive[r] and r not in tree:
             parent_of[row], root_of[row] = p, r
         else:
             root_of[row] = -1
@@ -91,12 +93,12 @@ def build(ix: "CapacityIndex") -> Trees:
     root_pos[roots] = np.arange(len(roots))
     live = root_of >= 0
     root_pos[live] = root_pos[root_of[live]]
-    if not ix.tree:
+    if not tree:
         return Trees(n, False, root_of, parent_of, roots, root_pos,
                      np.zeros(n, np.int64), roots, np.arange(len(roots) + 1), 0)
     orphans = bool((alive & (root_of < 0)).any())
     members = np.flatnonzero(live)
-    order = members[np.lexsort((ix.key_lo[members], ix.key_hi[members],
+    order = members[np.lexsort((key_lo[members], key_hi[members],
                                 root_pos[members]))]
     counts = np.bincount(root_pos[order], minlength=len(roots))
     start = np.zeros(len(roots) + 1, np.int64)
@@ -195,10 +197,10 @@ class TreeAggregates:
         return self.agg[lo:hi]
 
 
-def tree_aggregates(ix: "CapacityIndex", trees: Trees) -> TreeAggregates:
+def tree_aggregates(aggregates: AggregateSets, trees: Trees) -> TreeAggregates:
     """The aggregates of every tree, from the index's aggregate entries
     (O(entries log entries))."""
-    e_row, e_agg = ix.aggregates.entries()
+    e_row, e_agg = aggregates.entries()
     keep = (e_agg > 0) & (e_row < trees.n)
     e_row, e_agg = e_row[keep].astype(np.int64), e_agg[keep].astype(np.int64)
     pos = trees.root_pos[e_row]

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
-from scheduler_ext.engine.supply import Supply
-from scheduler_ext.engine.trees import TreeAggregates, Trees
+from scheduler_ext.engine.fleet.rows import Rows
+from scheduler_ext.engine.fleet.trees import TreeAggregates, Trees
+from scheduler_ext.engine.tree.supply import Supply
 
 if TYPE_CHECKING:  # pragma: no cover
-    from scheduler_ext.engine.index import CapacityIndex
-    from scheduler_ext.engine.tree_solver import TreeSolver
+    from scheduler_ext.engine.tree.solver import TreeSolver
 
 Combo = tuple[int, ...]
 #: (allocations {(row, rc): units}, mappings {suffix: rows})
@@ -35,7 +35,7 @@ Key = tuple[frozenset, frozenset]
 class TreeEnumerator:
     """Candidates of one request over one index (caller holds the lock)."""
 
-    def __init__(self, index: "CapacityIndex", trees: Trees, tagg: TreeAggregates,
+    def __init__(self, index: Rows, trees: Trees, tagg: TreeAggregates,
                  sup: Supply, solver: "TreeSolver"):
         self.ix = index
         self.trees = trees

@@ -22,17 +22,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from scheduler_ext.engine import trees as treelib
-from scheduler_ext.engine.branchless import choose
-from scheduler_ext.engine.supply import Supply
-from scheduler_ext.engine.trees import TreeAggregates, Trees
-
-if TYPE_CHECKING:  # pragma: no cover
-    from scheduler_ext.engine.index import CapacityIndex
+from scheduler_ext.engine.fleet import trees as treelib
+from scheduler_ext.engine.fleet.rows import Rows
+from scheduler_ext.engine.fleet.trees import TreeAggregates, Trees
+from scheduler_ext.engine.tree.branchless import choose
+from scheduler_ext.engine.tree.supply import Supply
 
 #: Above this many unnumbered-group option combinations (required traits),
 #: roots are settled one by one by exact enumeration.
@@ -51,7 +48,7 @@ class Picks:
 class TreeSolver:
     """Vectorized picks over one index (the caller holds its lock)."""
 
-    def __init__(self, index: "CapacityIndex", trees: Trees, tagg: TreeAggregates):
+    def __init__(self, index: Rows, trees: Trees, tagg: TreeAggregates):
         self.ix = index
         self.trees = trees
         self.tagg = tagg
