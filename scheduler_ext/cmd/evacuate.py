@@ -9,7 +9,9 @@ on a real cloud, one tick per run (run ``evacuate run`` from a timer).
   nova has no fencing API; a fenced host is confirmed by forcing its
   compute service down), and save the planner's state.
 
-Exit 1 when the tick raised an alert.
+Exit 1 when the tick raised an alert or an evacuation failed (nova refused
+it, or a later tick found the server still on its fenced host): it is
+retried on a later tick up to ``[storage] evacuation_attempts`` times.
 """
 
 from __future__ import annotations
@@ -115,25 +117,28 @@ class _Tick(base.Lister):
             raise StorageError(f"--state {args.state}: {exc}") from None
         for note in result.notes:
             print(f"note: {note}", file=sys.stderr)
-        rows = []
-        for a in result.actions:
-            if a.kind == "evacuate":
-                rows.append(("evacuate" if self.apply else "would evacuate",
-                             a.host, f"{a.instance} to {a.destination}"))
-            else:
-                rows.append((a.kind, a.host, a.reason))
         if self.apply:
             fencer = (CommandFencer(args.fence_command) if args.fence_command
                       else None)
-            for line in evacuation_run.execute(api, result.actions, fencer):
+            for line in evacuation_run.execute(api, result, fencer):
                 print(f"{'fence' if fencer else 'operator'}: {line}",
                       file=sys.stderr)
             common.write_json(args.state, result.state)
+        rows = [self._row(a) for a in result.actions]
         if not result.actions:
             print("nothing to do", file=sys.stderr)
-        if any(a.kind == "alert" for a in result.actions):
+        if any(a.kind in ("alert", "evacuation-failed")
+               for a in result.actions):
             self.exit_code = common.FINDINGS
         return TICK_COLUMNS, rows
+
+    def _row(self, a: evacuation_run.Action) -> tuple[str, str, str]:
+        if a.kind == "evacuate":
+            return ("evacuate" if self.apply else "would evacuate", a.host,
+                    f"{a.instance} to {a.destination or 'a host nova chooses'}"
+                    + (f" ({a.reason})" if a.reason != "fence confirmed"
+                       else ""))
+        return (a.kind, a.host, a.reason)
 
 
 class EvacuatePlan(_Tick):

@@ -122,7 +122,9 @@ def host_of(srv: Mapping[str, Any]) -> str:
     return str(host)
 
 
-def evacuate(api: ComputeEndpoint, server_id: str, host: str) -> None:
-    """Rebuild the server on ``host`` (its source compute service must be
-    down, as nova checks)."""
-    api.post(f"/servers/{server_id}/action", {"evacuate": {"host": host}})
+def evacuate(api: ComputeEndpoint, server_id: str, host: str | None) -> None:
+    """Rebuild the server on ``host`` (None: a host nova's scheduler
+    chooses); its source compute service must be down, as nova checks.
+    Asynchronous: nova's 202 says only that it started."""
+    api.post(f"/servers/{server_id}/action",
+             {"evacuate": {"host": host} if host else {}})

@@ -40,6 +40,13 @@ cluster:
   most ``evacuation_batch`` per cluster per tick. An instance whose disks
   are on shared storage goes to a healthy host of the same storage domain
   (its disks are there); one with local disks to any healthy host.
+* **Every evacuation's outcome is checked** when the caller passes the
+  servers as nova shows them (``tick(servers=...)``) or reports a refused
+  request (``evacuation_failed``): nova's evacuate is asynchronous, and a
+  server still on its fenced source with no task in progress (in ERROR
+  after NoValidHost, say) has failed. A failed one is queued again, to a
+  host not tried yet when there is one, up to ``evacuation_attempts``
+  attempts in all; then one alert and it is left for the operator.
 """
 
 from __future__ import annotations
@@ -63,12 +70,15 @@ class Instance:
     uuid: str
     host: str
     domain: str | None = None         # storage domain of its disks, if shared
+    status: str = "ACTIVE"            # nova's server status
+    busy: bool = False                # a task in progress (nova's task_state)
 
 
 @dataclasses.dataclass(frozen=True)
 class Action:
-    """``kind``: log, alert, restart-agent, graceful-reboot, hard-reboot or
-    evacuate (``instance`` to ``destination``)."""
+    """``kind``: log, alert, restart-agent, graceful-reboot, hard-reboot,
+    evacuate (``instance`` to ``destination``; None: nova's scheduler
+    chooses) or evacuation-failed (one failed attempt, to be retried)."""
 
     at: float
     kind: str
@@ -76,6 +86,21 @@ class Action:
     reason: str = ""
     instance: str | None = None
     destination: str | None = None
+
+
+@dataclasses.dataclass
+class _Evacuation:
+    """An evacuation issued by the planner, until its outcome is known.
+    ``state``: ``in-flight`` (asked, outcome unknown), ``retry`` (failed,
+    queued again) or ``given-up`` (failed ``attempts`` times, alerted)."""
+
+    source: str
+    destination: str | None
+    at: float
+    attempts: int = 1
+    tried: list[str] = dataclasses.field(default_factory=list)
+    state: str = "in-flight"
+    error: str = ""
 
 
 @dataclasses.dataclass
@@ -126,6 +151,7 @@ class EvacuationPlanner:
         self.quorum_lost: set[str] = set()
         self.to_evacuate: dict[str, list[str]] = {}
         self.stranded: set[str] = set()     # alerted: no destination
+        self.evacuations: dict[str, _Evacuation] = {}
 
     # -------------------------------------------------------------- state
     def state(self) -> dict[str, Any]:
@@ -137,7 +163,9 @@ class EvacuationPlanner:
             "fenced": sorted(self.fenced), "incidents": sorted(self.incidents),
             "quorum_lost": sorted(self.quorum_lost),
             "to_evacuate": {n: list(q) for n, q in sorted(self.to_evacuate.items())},
-            "stranded": sorted(self.stranded)}
+            "stranded": sorted(self.stranded),
+            "evacuations": {u: dataclasses.asdict(e)
+                            for u, e in sorted(self.evacuations.items())}}
 
     def restore(self, state: dict[str, Any]) -> None:
         """Take back ``state()`` of an earlier run; hosts, clusters and
@@ -153,7 +181,10 @@ class EvacuationPlanner:
                 n: [u for u in q if self.placed.get(u) == n]
                 for n, q in state.get("to_evacuate", {}).items() if n in self.hosts}
             self.stranded = set(state.get("stranded", [])) & set(self.instances)
-        except (TypeError, AttributeError) as exc:
+            self.evacuations = {
+                u: _Evacuation(**e) for u, e in
+                state.get("evacuations", {}).items() if e["source"] in self.hosts}
+        except (TypeError, AttributeError, KeyError) as exc:
             raise ValueError(f"not a planner state: {exc}") from None
 
     # ----------------------------------------------------------- counting
@@ -211,17 +242,32 @@ class EvacuationPlanner:
         if left:
             notes.append(f"{len(left)} evacuation(s) dropped, those instances "
                          "stay on it")
+        records = sorted(u for u, e in self.evacuations.items()
+                         if e.source == name)
+        for uuid in records:
+            del self.evacuations[uuid]
+        if records:
+            notes.append(f"{len(records)} evacuation record(s) dropped")
         self.fenced.discard(name)
         out.append(Action(now, "log", name, "heartbeat back"
                           + (f"; {'; '.join(notes)}" if notes else "")))
 
     def tick(self, now: float, suspects: Iterable[str],
              storage_down: Iterable[str] = (),
-             confirmed_fences: Iterable[str] = ()) -> list[Action]:
+             confirmed_fences: Iterable[str] = (),
+             servers: Iterable[Instance] | None = None) -> list[Action]:
         """Actions to take at ``now`` (seconds), given the hosts whose
         heartbeat is lost, the hosts the storage cluster reports out of its
-        quorum, and the fences confirmed since the last tick."""
+        quorum, and the fences confirmed since the last tick. ``servers``:
+        every server as nova shows it now, to check the outcome of earlier
+        evacuations; without it (a simulation) they are taken as done."""
         out: list[Action] = []
+        if servers is None:
+            self.evacuations = {u: e for u, e in self.evacuations.items()
+                                if e.state != "in-flight"}
+        else:
+            self._see(list(servers))
+            self._check_evacuations(now, out)
         self._observe(now, set(suspects), set(storage_down),
                       set(confirmed_fences), out)
         for cluster in sorted(self.clusters):
@@ -235,6 +281,70 @@ class EvacuationPlanner:
                 self._climb(now, cluster, name, out)
             self._evacuate(now, cluster, out)
         return out
+
+    def _see(self, servers: list[Instance]) -> None:
+        unknown = sorted({i.host for i in servers} - set(self.hosts))
+        if unknown:
+            raise ValueError(f"instances on unknown hosts: {', '.join(unknown)}")
+        self.instances = {i.uuid: i for i in servers}
+        self.placed = {i.uuid: i.host for i in servers}
+
+    def _check_evacuations(self, now: float, out: list[Action]) -> None:
+        """The outcome of each evacuation asked earlier, from the servers
+        as nova shows them now."""
+        for uuid, ev in sorted(self.evacuations.items()):
+            inst = self.instances.get(uuid)
+            if inst is None:
+                del self.evacuations[uuid]
+                out.append(Action(now, "log", ev.source, (
+                    f"server {uuid} is gone; its evacuation is no longer "
+                    "followed"), instance=uuid))
+            elif inst.busy:
+                continue            # nova is still at it
+            elif inst.host != ev.source:
+                del self.evacuations[uuid]
+                if inst.status == "ERROR":
+                    out.append(Action(now, "alert", ev.source, (
+                        f"server {uuid} evacuated to {inst.host} but in ERROR "
+                        "there: left for the operator"), instance=uuid))
+                elif ev.state == "in-flight":
+                    out.append(Action(now, "log", ev.source, (
+                        f"server {uuid} evacuated to {inst.host} "
+                        f"({inst.status})"), instance=uuid))
+            elif ev.state == "in-flight":
+                self._failed(now, uuid, (
+                    f"the server is still on {ev.source} ({inst.status}) "
+                    "with no task in progress"), out)
+
+    def evacuation_failed(self, now: float, uuid: str, why: str) -> list[Action]:
+        """Nova refused the evacuation of ``uuid`` asked at this tick (the
+        request's error, ``why``): retried on a later tick, or given up."""
+        out: list[Action] = []
+        self._failed(now, uuid, why, out)
+        return out
+
+    def _failed(self, now: float, uuid: str, why: str,
+                out: list[Action]) -> None:
+        ev = self.evacuations[uuid]
+        ev.error = why
+        limit = self.policy.evacuation_attempts
+        where = ev.destination or "a host of nova's scheduler"
+        if ev.attempts < limit:
+            ev.state = "retry"
+            queue = self.to_evacuate.setdefault(ev.source, [])
+            if uuid not in queue:
+                queue.insert(0, uuid)
+            out.append(Action(now, "evacuation-failed", ev.source, (
+                f"server {uuid}: attempt {ev.attempts} of {limit} to {where}: {why}; "
+                "retried on a later tick"), instance=uuid,
+                destination=ev.destination))
+        else:
+            ev.state = "given-up"
+            out.append(Action(now, "alert", ev.source, (
+                f"evacuation of server {uuid} failed {ev.attempts} time(s) "
+                f"(tried {', '.join(h or 'nova scheduler' for h in ev.tried)}; "
+                f"last: {why}): not retried, left for the operator"),
+                instance=uuid, destination=ev.destination))
 
     # ---------------------------------------------------- cluster halts
     def _quorum_check(self, now: float, cluster: str, out: list[Action]) -> bool:
@@ -355,8 +465,11 @@ class EvacuationPlanner:
     def destination(self, uuid: str) -> str | None:
         """The least-loaded healthy host (then by name) that can take the
         instance, in a cluster whose storage quorum holds: one of its
-        storage domain when its disks are shared."""
+        storage domain when its disks are shared; a host an earlier attempt
+        failed on only when no other is left."""
         inst = self.instances[uuid]
+        ev = self.evacuations.get(uuid)
+        tried = set(ev.tried) if ev else set()
         source = self.hosts[inst.host]
         options = []
         for h in self.hosts.values():
@@ -370,7 +483,8 @@ class EvacuationPlanner:
             options.append(h)
         if not options:
             return None
-        best = min(options, key=lambda h: (h.cluster != source.cluster,
+        best = min(options, key=lambda h: (h.name in tried,
+                                           h.cluster != source.cluster,
                                            self._load(h.name), h.name))
         return best.name
 
@@ -394,5 +508,16 @@ class EvacuationPlanner:
                 self.stranded.discard(uuid)
                 budget -= 1
                 self.placed[uuid] = dest
-                out.append(Action(now, "evacuate", name, "fence confirmed",
+                ev = self.evacuations.get(uuid)
+                if ev is None:
+                    self.evacuations[uuid] = _Evacuation(name, dest, now,
+                                                         tried=[dest])
+                    reason = "fence confirmed"
+                else:
+                    ev.attempts += 1
+                    ev.destination, ev.at, ev.state = dest, now, "in-flight"
+                    ev.tried.append(dest)
+                    reason = (f"retry, attempt {ev.attempts} of "
+                              f"{self.policy.evacuation_attempts}")
+                out.append(Action(now, "evacuate", name, reason,
                                   instance=uuid, destination=dest))

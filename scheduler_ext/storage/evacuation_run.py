@@ -56,11 +56,19 @@ def storage_view(text: str, origin: str = "storage view") -> StorageView:
                        frozenset(data.get("down", [])))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass
 class Tick:
+    """One tick's actions at ``now``; ``execute`` appends the outcome of
+    carrying them out (failed evacuations) to ``actions``."""
+
+    now: float
     actions: list[Action]
-    state: dict[str, Any]
+    planner: EvacuationPlanner
     notes: list[str]
+
+    @property
+    def state(self) -> dict[str, Any]:
+        return self.planner.state()
 
 
 def _cluster_hosts(services: list[compute_api.ComputeService],
@@ -103,14 +111,16 @@ def tick(api: compute_api.ComputeEndpoint, reports: Mapping[str, HostReport],
     for svc in services:
         for srv in compute_api.servers_on(api, svc.host):
             on_disk = domains[svc.host] if srv.get("image") else None
-            instances.append(Instance(srv["id"], svc.host, on_disk))
+            instances.append(Instance(
+                srv["id"], svc.host, on_disk, str(srv.get("status", "")),
+                srv.get("OS-EXT-STS:task_state") is not None))
     planner = EvacuationPlanner(hosts, instances, policy)
     if state:
         planner.restore(dict(state))
     actions = planner.tick(
         now, [s.host for s in services if s.state == "down"],
-        view.down, [s.host for s in services if s.forced_down])
-    return Tick(actions, planner.state(), notes)
+        view.down, [s.host for s in services if s.forced_down], instances)
+    return Tick(now, actions, planner, notes)
 
 
 class Fencer(Protocol):
@@ -124,16 +134,22 @@ class Fencer(Protocol):
 FENCE_STEPS = ("restart-agent", "graceful-reboot", "hard-reboot")
 
 
-def execute(api: compute_api.ComputeEndpoint, actions: list[Action],
+def execute(api: compute_api.ComputeEndpoint, tick: Tick,
             fencer: Fencer | None = None) -> list[str]:
-    """Carry out the evacuations (through nova's API) and, with a
-    ``fencer``, the ladder steps; one line per ladder step (what the fencer
-    said, or the step for the operator: nova has no fencing API)."""
+    """Carry out the tick's evacuations (through nova's API) and, with a
+    ``fencer``, its ladder steps; one line per ladder step (what the fencer
+    said, or the step for the operator: nova has no fencing API). An
+    evacuation nova refuses does not stop the others: the planner records
+    it (``tick.state``) and its outcome joins ``tick.actions``."""
     lines = []
-    for a in actions:
+    for a in list(tick.actions):
         if a.kind == "evacuate":
-            assert a.instance and a.destination
-            compute_api.evacuate(api, a.instance, a.destination)
+            assert a.instance
+            try:
+                compute_api.evacuate(api, a.instance, a.destination)
+            except StorageError as exc:
+                tick.actions += tick.planner.evacuation_failed(
+                    tick.now, a.instance, f"nova refused: {exc}")
         elif a.kind in FENCE_STEPS:
             lines.append(f"{a.kind} {a.host}: " + (
                 fencer(a.kind, a.host) if fencer else a.reason))

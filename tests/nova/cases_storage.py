@@ -189,7 +189,7 @@ class EvacuatePlannerInNova(OurCases, nova_helpers.ProviderUsageBaseTestCase):
                          sorted(a.instance for a in moves))
         self.assertEqual({"host2", "host3"}, {a.destination for a in moves})
         self.assertEqual([], evacuation_run.execute(self.endpoint,
-                                                    planned.actions))
+                                                    planned))
         for server, move in zip(sorted(self.servers, key=lambda s: s["id"]),
                                 sorted(moves, key=lambda a: a.instance)):
             self._wait_for_server_parameter(
@@ -210,7 +210,7 @@ class EvacuatePlannerInNova(OurCases, nova_helpers.ProviderUsageBaseTestCase):
         self.assertIn("storage quorum lost: 1 of 3 quorum members up",
                       planned.actions[1].reason)
         self.assertEqual([], evacuation_run.execute(self.endpoint,
-                                                    planned.actions))
+                                                    planned))
         for server in self.servers:
             self.assertEqual("host1", self.admin_api.get_server(
                 server["id"])["OS-EXT-SRV-ATTR:host"])

@@ -143,7 +143,7 @@ def test_a_forced_down_host_is_evacuated_within_its_domain():
     assert moves == {"vm0": "cn2", "vm1": "cn2", "vol": "cn4"}
     assert tick.notes and "no storage view given" in tick.notes[0]
     assert api.posts == []                       # a tick only reads
-    assert evacuation_run.execute(api, tick.actions) == []
+    assert evacuation_run.execute(api, tick) == []
     assert sorted(p for p, _ in api.posts) == [
         "/servers/vm0/action", "/servers/vm1/action", "/servers/vol/action"]
 
