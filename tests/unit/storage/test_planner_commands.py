@@ -211,3 +211,122 @@ def test_evacuate_bad_input_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1
     assert f"--state {state}: not a planner state" in err
+
+
+# ------------------------------------------------- evacuation outcomes
+class AsyncCompute(FakeCompute):
+    """Nova's evacuate as it behaves: a POST is refused (HTTP 409, say) or
+    accepted; an accepted one ends later with the server on its new host,
+    or still on its source in ERROR (NoValidHost). ``outcomes[server]``:
+    one per attempt, ``refuse``, ``no-valid-host``, ``busy`` or ``ok``
+    (onto the named host, or ``cn4`` when nova's scheduler chooses)."""
+
+    def __init__(self, services, servers, outcomes):
+        super().__init__(services, servers)
+        self.outcomes = {s: list(o) for s, o in outcomes.items()}
+
+    def post(self, path, body):
+        super().post(path, body)
+        sid = path.split("/")[2]
+        outcome = self.outcomes.get(sid, ["ok"]).pop(0) \
+            if self.outcomes.get(sid) else "ok"
+        server = self.servers[sid]
+        if outcome == "refuse":
+            raise StorageError(f"compute API POST {path}: HTTP 409: "
+                               "Cannot 'evacuate' instance while it is in "
+                               "task_state rebuilding")
+        if outcome == "no-valid-host":
+            server.update(status="ERROR")
+        elif outcome == "busy":
+            server["OS-EXT-STS:task_state"] = "rebuilding"
+        else:
+            server.update({"OS-EXT-SRV-ATTR:host":
+                           body["evacuate"].get("host", "cn4"),
+                           "status": "ACTIVE"})
+
+
+def async_fleet(outcomes):
+    api = fleet(forced={"cn1"})
+    return AsyncCompute(api.services, api.servers, outcomes)
+
+
+def run_ticks(api, policy, ticks, state=None):
+    """``ticks`` runs of tick + execute, the state through JSON between
+    them as the command keeps it; each tick's (kind, server, destination)."""
+    seen = []
+    for n in range(ticks):
+        tick = evacuation_run.tick(api, REPORTS, policy, 100.0 * (n + 1), state)
+        evacuation_run.execute(api, tick)
+        state = json.loads(json.dumps(tick.state))
+        seen.append([(a.kind, a.instance, a.destination) for a in tick.actions
+                     if a.instance])
+    return seen, state
+
+
+def test_a_failed_evacuation_is_retried_elsewhere_then_given_up():
+    api = async_fleet({"vm0": ["refuse", "ok"],
+                       "vm1": ["no-valid-host", "no-valid-host"]})
+    seen, state = run_ticks(api, Policy(evacuation_attempts=2), 4)
+    assert seen[0] == [
+        ("evacuate", "vm0", "cn2"), ("evacuate", "vm1", "cn2"),
+        ("evacuate", "vol", "cn4"),
+        # nova refused vm0: the tick still evacuated vm1 and vol
+        ("evacuation-failed", "vm0", "cn2")]
+    assert seen[1] == [
+        # vm1's 202 ended in ERROR on its fenced source: a failure
+        ("evacuation-failed", "vm1", "cn2"), ("log", "vol", None),
+        # both retried on the host not tried yet (cn4), vm1 first
+        ("evacuate", "vm1", "cn4"), ("evacuate", "vm0", "cn4")]
+    assert seen[2] == [("log", "vm0", None), ("alert", "vm1", "cn4")]
+    assert seen[3] == []                  # alerted once, left alone
+    assert [p for p, _ in api.posts] == [
+        "/servers/vm0/action", "/servers/vm1/action", "/servers/vol/action",
+        "/servers/vm1/action", "/servers/vm0/action"]
+    assert state["evacuations"]["vm1"]["state"] == "given-up"
+    assert state["evacuations"]["vm1"]["tried"] == ["cn2", "cn4"]
+    assert set(state["evacuations"]) == {"vm1"}
+    assert api.servers["vm0"]["OS-EXT-SRV-ATTR:host"] == "cn4"
+
+
+def test_an_evacuation_in_progress_is_not_retried():
+    api = async_fleet({"vm0": ["busy"]})
+    seen, state = run_ticks(api, Policy(), 3)
+    assert ("evacuate", "vm0", "cn2") in seen[0]
+    assert [k for k, s, _ in seen[1] + seen[2] if s == "vm0"] == []
+    assert state["evacuations"]["vm0"]["state"] == "in-flight"
+    api.servers["vm0"].update({"OS-EXT-STS:task_state": None,
+                               "OS-EXT-SRV-ATTR:host": "cn2"})
+    seen, state = run_ticks(api, Policy(), 1, state)
+    assert seen == [[("log", "vm0", None)]] and state["evacuations"] == {}
+
+
+def test_the_alert_names_every_host_tried():
+    api = async_fleet({"vm0": ["no-valid-host"] * 3})
+    seen, state = run_ticks(api, Policy(), 5)
+    alerts = [s for tick in seen for s in tick if s[0] == "alert"]
+    assert alerts == [("alert", "vm0", "cn2")]   # cn2, cn4, then cn2 again
+    assert state["evacuations"]["vm0"]["tried"] == ["cn2", "cn4", "cn2"]
+
+
+def test_evacuate_run_says_what_failed_and_exits_1(tmp_path, capsys,
+                                                   monkeypatch):
+    api = async_fleet({"vm0": ["refuse"]})
+    monkeypatch.setattr(compute_access, "endpoint", lambda args: api)
+    files = []
+    for report in REPORTS.values():
+        path = tmp_path / f"{report.host}.json"
+        path.write_text(report.to_json())
+        files.append(str(path))
+    state = tmp_path / "state.json"
+    argv = ["evacuate", "run", "--reports", *files, "--state", str(state),
+            "--compute-url", "http://unused", "-f", "value"]
+    assert cli.main(argv) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert "evacuate cn1 vol to cn4" in out       # not stopped by vm0
+    assert any(line.startswith("evacuation-failed cn1 server vm0: attempt 1 "
+                               "of 3 to cn2: nova refused: compute API POST")
+               for line in out)
+    assert cli.main(argv) == 0                    # the retry goes through
+    out = capsys.readouterr().out
+    assert "evacuate cn1 vm0 to cn4 (retry, attempt 2 of 3)" in out
+    assert api.servers["vm0"]["OS-EXT-SRV-ATTR:host"] == "cn4"
