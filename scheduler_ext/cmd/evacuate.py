@@ -25,9 +25,10 @@ import sys
 import time
 from typing import Any, Sequence
 
-from scheduler_ext.cmd import base, common, compute_access
+from scheduler_ext.cmd import base, common, compute_access, placement_access
 from scheduler_ext.cmd import storage as storage_cmd
-from scheduler_ext.storage import evacuation_run, fencing_policy
+from scheduler_ext.storage import (
+    compute_api, evacuation_disk, evacuation_run, fencing_policy)
 from scheduler_ext.storage.errors import StorageError
 
 
@@ -72,6 +73,16 @@ class CommandFencer:
             f": {said[-1][:200]}" if said else "")
 
 
+def _disks(args: argparse.Namespace, api: compute_api.ComputeEndpoint
+           ) -> evacuation_disk.DiskPlacement | None:
+    """Placement's view of the servers' disks, when placement is reachable
+    by the flags (a lab's --compute-url needs --placement-url)."""
+    if not args.placement_url and (args.compute_url or not (
+            args.os_cloud or args.config_file)):
+        return None
+    return evacuation_disk.PlacementDisk(placement_access.client(args), api)
+
+
 TICK_COLUMNS = ("action", "host", "what")
 
 
@@ -89,6 +100,13 @@ class _Tick(base.Lister):
                             help='the members of the storage cluster: '
                                  '{"quorum": [hosts], "down": [hosts]}')
         compute_access.add_arguments(parser)
+        parser.add_argument(
+            "--placement-url", metavar="URL",
+            help="placement with auth_strategy = noauth2 (labs, tests; "
+                 "otherwise placement is reached like the compute API, from "
+                 "--os-cloud or --config-file): which servers hold their "
+                 "DISK_GB on a sharing provider, and which compute nodes "
+                 "offer DISK_GB")
         if self.apply:
             parser.add_argument(
                 "--fence-command", metavar="TEMPLATE",
@@ -112,7 +130,8 @@ class _Tick(base.Lister):
         api = compute_access.endpoint(args)
         try:
             result = evacuation_run.tick(api, reports, policy, time.time(),
-                                         _state(args.state), view)
+                                         _state(args.state), view,
+                                         _disks(args, api))
         except ValueError as exc:
             raise StorageError(f"--state {args.state}: {exc}") from None
         for note in result.notes:

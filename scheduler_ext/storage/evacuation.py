@@ -47,6 +47,14 @@ cluster:
   after NoValidHost, say) has failed. A failed one is queued again, to a
   host not tried yet when there is one, up to ``evacuation_attempts``
   attempts in all; then one alert and it is left for the operator.
+* **A disk on a sharing provider is never sent to a named host whose
+  compute node offers no DISK_GB**: nova asks placement ``in_tree`` of a
+  named host, which leaves sharing providers out (NoValidHost). Such a
+  server goes to a host of its domain whose node offers DISK_GB; without
+  one it is left to nova's scheduler (evacuate without a host) only when
+  every host that scheduler could choose is of the server's storage domain
+  and healthy; otherwise it is refused, alerted once, and stays queued
+  until that changes.
 """
 
 from __future__ import annotations
@@ -63,6 +71,11 @@ class ClusterHost:
     quorum: bool = True
     domains: frozenset[str] = frozenset()
     capacity: int | None = None       # instances it can take; None: no limit
+    #: its compute node offers DISK_GB of its own: a named-host evacuation
+    #: of a server whose disk is on a sharing provider can land there
+    node_disk: bool = True
+    #: nova's scheduler may choose it (compute service up and enabled)
+    schedulable: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +85,7 @@ class Instance:
     domain: str | None = None         # storage domain of its disks, if shared
     status: str = "ACTIVE"            # nova's server status
     busy: bool = False                # a task in progress (nova's task_state)
+    sharing_disk: bool = False        # its DISK_GB is on a sharing provider
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +112,7 @@ class _Evacuation:
     destination: str | None
     at: float
     attempts: int = 1
-    tried: list[str] = dataclasses.field(default_factory=list)
+    tried: list[str | None] = dataclasses.field(default_factory=list)
     state: str = "in-flight"
     error: str = ""
 
@@ -152,6 +166,7 @@ class EvacuationPlanner:
         self.to_evacuate: dict[str, list[str]] = {}
         self.stranded: set[str] = set()     # alerted: no destination
         self.evacuations: dict[str, _Evacuation] = {}
+        self.refused: set[str] = set()      # alerted: no named host, no scheduler
 
     # -------------------------------------------------------------- state
     def state(self) -> dict[str, Any]:
@@ -164,6 +179,7 @@ class EvacuationPlanner:
             "quorum_lost": sorted(self.quorum_lost),
             "to_evacuate": {n: list(q) for n, q in sorted(self.to_evacuate.items())},
             "stranded": sorted(self.stranded),
+            "refused": sorted(self.refused),
             "evacuations": {u: dataclasses.asdict(e)
                             for u, e in sorted(self.evacuations.items())}}
 
@@ -181,6 +197,7 @@ class EvacuationPlanner:
                 n: [u for u in q if self.placed.get(u) == n]
                 for n, q in state.get("to_evacuate", {}).items() if n in self.hosts}
             self.stranded = set(state.get("stranded", [])) & set(self.instances)
+            self.refused = set(state.get("refused", [])) & set(self.instances)
             self.evacuations = {
                 u: _Evacuation(**e) for u, e in
                 state.get("evacuations", {}).items() if e["source"] in self.hosts}
@@ -462,11 +479,13 @@ class EvacuationPlanner:
     def _load(self, name: str) -> int:
         return sum(1 for h in self.placed.values() if h == name)
 
-    def destination(self, uuid: str) -> str | None:
+    def destination(self, uuid: str, named: bool = True) -> str | None:
         """The least-loaded healthy host (then by name) that can take the
         instance, in a cluster whose storage quorum holds: one of its
         storage domain when its disks are shared; a host an earlier attempt
-        failed on only when no other is left."""
+        failed on only when no other is left. ``named``: nova is given the
+        host, so a disk on a sharing provider needs one whose compute node
+        offers DISK_GB (``in_tree`` leaves the sharing provider out)."""
         inst = self.instances[uuid]
         ev = self.evacuations.get(uuid)
         tried = set(ev.tried) if ev else set()
@@ -480,6 +499,8 @@ class EvacuationPlanner:
                 continue
             if h.capacity is not None and self._load(h.name) >= h.capacity:
                 continue
+            if named and inst.sharing_disk and not h.node_disk:
+                continue
             options.append(h)
         if not options:
             return None
@@ -488,15 +509,66 @@ class EvacuationPlanner:
                                            self._load(h.name), h.name))
         return best.name
 
+    def _unscheduled_risk(self, inst: Instance) -> str:
+        """Why nova's scheduler may not choose the host of ``inst`` ("" when
+        every host it could choose is healthy and of the instance's domain;
+        its quorum holding)."""
+        choosable = sorted(h.name for h in self.hosts.values()
+                           if h.name != inst.host and h.schedulable)
+        if not choosable:
+            return "nova has no up and enabled compute service to choose"
+        outside = [n for n in choosable
+                   if inst.domain not in self.hosts[n].domains]
+        if outside:
+            return (f"nova's scheduler could choose {', '.join(outside)}, "
+                    f"outside storage domain {inst.domain}, where its disk "
+                    "is not")
+        unsafe = [n for n in choosable if not self.healthy(n)
+                  or self.hosts[n].cluster in self.quorum_lost]
+        if unsafe:
+            return (f"nova's scheduler could choose {', '.join(unsafe)}, "
+                    "not healthy by the storage's account")
+        return ""
+
+    def _refuse(self, now: float, inst: Instance, named: str, why: str,
+                out: list[Action]) -> None:
+        if inst.uuid in self.refused:
+            return
+        self.refused.add(inst.uuid)
+        out.append(Action(now, "alert", inst.host, (
+            f"server {inst.uuid} not evacuated to {named}: its DISK_GB is on "
+            f"a sharing provider and {named}'s compute node offers no "
+            f"DISK_GB, so nova (asking placement in_tree of {named}) would "
+            f"find no valid host; nor evacuated without a host: {why}. "
+            f"Workaround: disable the compute services outside storage "
+            f"domain {inst.domain} (openstack compute service set --disable "
+            "HOST nova-compute) until it is evacuated; it stays queued"),
+            instance=inst.uuid, destination=named))
+
     def _evacuate(self, now: float, cluster: str, out: list[Action]) -> None:
         budget = self.policy.evacuation_batch
         for name in self.clusters[cluster]:
             pending = self.to_evacuate.get(name, [])
+            held: list[str] = []        # refused this tick: kept queued
             while pending and budget:
                 uuid = pending[0]
+                inst = self.instances[uuid]
                 dest = self.destination(uuid)
-                if dest is None:
-                    inst = self.instances[uuid]
+                scheduled = ""      # why nova's scheduler chooses the host
+                if dest is None and inst.sharing_disk:
+                    named = self.destination(uuid, named=False)
+                    why = self._unscheduled_risk(inst) if named else ""
+                    if named and why:
+                        self._refuse(now, inst, named, why, out)
+                        held.append(pending.pop(0))
+                        continue
+                    if named:
+                        scheduled = (
+                            f"its DISK_GB is on a sharing provider and no "
+                            f"compute node of domain {inst.domain} offers "
+                            "DISK_GB: nova's scheduler chooses (every host "
+                            "it can choose is of that domain)")
+                if dest is None and not scheduled:
                     if uuid not in self.stranded:
                         self.stranded.add(uuid)
                         out.append(Action(now, "alert", name, (
@@ -506,18 +578,22 @@ class EvacuationPlanner:
                     break
                 pending.pop(0)
                 self.stranded.discard(uuid)
+                self.refused.discard(uuid)
                 budget -= 1
-                self.placed[uuid] = dest
+                if dest is not None:
+                    self.placed[uuid] = dest
                 ev = self.evacuations.get(uuid)
+                reason = scheduled or "fence confirmed"
                 if ev is None:
                     self.evacuations[uuid] = _Evacuation(name, dest, now,
                                                          tried=[dest])
-                    reason = "fence confirmed"
                 else:
                     ev.attempts += 1
                     ev.destination, ev.at, ev.state = dest, now, "in-flight"
                     ev.tried.append(dest)
                     reason = (f"retry, attempt {ev.attempts} of "
-                              f"{self.policy.evacuation_attempts}")
+                              f"{self.policy.evacuation_attempts}"
+                              + (f"; {scheduled}" if scheduled else ""))
                 out.append(Action(now, "evacuate", name, reason,
                                   instance=uuid, destination=dest))
+            pending[:0] = held
