@@ -40,21 +40,9 @@ cluster:
   most ``evacuation_batch`` per cluster per tick. An instance whose disks
   are on shared storage goes to a healthy host of the same storage domain
   (its disks are there); one with local disks to any healthy host.
-* **Every evacuation's outcome is checked** when the caller passes the
-  servers as nova shows them (``tick(servers=...)``) or reports a refused
-  request (``evacuation_failed``): nova's evacuate is asynchronous, and a
-  server still on its fenced source with no task in progress (in ERROR
-  after NoValidHost, say) has failed. A failed one is queued again, to a
-  host not tried yet when there is one, up to ``evacuation_attempts``
-  attempts in all; then one alert and it is left for the operator.
-* **A disk on a sharing provider is never sent to a named host whose
-  compute node offers no DISK_GB**: nova asks placement ``in_tree`` of a
-  named host, which leaves sharing providers out (NoValidHost). Such a
-  server goes to a host of its domain whose node offers DISK_GB; without
-  one it is left to nova's scheduler (evacuate without a host) only when
-  every host that scheduler could choose is of the server's storage domain
-  and healthy; otherwise it is refused, alerted once, and stays queued
-  until that changes.
+* Every evacuation's outcome is followed and a failed one retried, and a
+  disk on a sharing provider is never named to a compute node without
+  DISK_GB: ``evacuation_moves`` (the queue of evacuations).
 """
 
 from __future__ import annotations
@@ -62,60 +50,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterable
 
+from scheduler_ext.storage.evacuation_model import (
+    Action, ClusterHost, Instance, majority)
+from scheduler_ext.storage.evacuation_moves import EvacuationQueue
 from scheduler_ext.storage.fencing_policy import FENCES, Policy
 
-@dataclasses.dataclass(frozen=True)
-class ClusterHost:
-    name: str
-    cluster: str
-    quorum: bool = True
-    domains: frozenset[str] = frozenset()
-    capacity: int | None = None       # instances it can take; None: no limit
-    #: its compute node offers DISK_GB of its own: a named-host evacuation
-    #: of a server whose disk is on a sharing provider can land there
-    node_disk: bool = True
-    #: nova's scheduler may choose it (compute service up and enabled)
-    schedulable: bool = True
-
-
-@dataclasses.dataclass(frozen=True)
-class Instance:
-    uuid: str
-    host: str
-    domain: str | None = None         # storage domain of its disks, if shared
-    status: str = "ACTIVE"            # nova's server status
-    busy: bool = False                # a task in progress (nova's task_state)
-    sharing_disk: bool = False        # its DISK_GB is on a sharing provider
-
-
-@dataclasses.dataclass(frozen=True)
-class Action:
-    """``kind``: log, alert, restart-agent, graceful-reboot, hard-reboot,
-    evacuate (``instance`` to ``destination``; None: nova's scheduler
-    chooses) or evacuation-failed (one failed attempt, to be retried)."""
-
-    at: float
-    kind: str
-    host: str
-    reason: str = ""
-    instance: str | None = None
-    destination: str | None = None
-
-
-@dataclasses.dataclass
-class _Evacuation:
-    """An evacuation issued by the planner, until its outcome is known.
-    ``state``: ``in-flight`` (asked, outcome unknown), ``retry`` (failed,
-    queued again) or ``given-up`` (failed ``attempts`` times, alerted)."""
-
-    source: str
-    destination: str | None
-    at: float
-    attempts: int = 1
-    tried: list[str | None] = dataclasses.field(default_factory=list)
-    state: str = "in-flight"
-    error: str = ""
-
+__all__ = ["Action", "ClusterHost", "EvacuationPlanner", "Instance",
+           "majority"]
 
 @dataclasses.dataclass
 class _Suspect:
@@ -137,10 +78,6 @@ class _Suspect:
         return self.fencing or self.stuck
 
 
-def majority(members: int) -> int:
-    return members // 2 + 1
-
-
 class EvacuationPlanner:
     """The state of fencing and evacuation across clusters; ``tick`` is the
     only entry point and is deterministic for the same inputs."""
@@ -152,21 +89,12 @@ class EvacuationPlanner:
         self.clusters: dict[str, list[str]] = {}
         for h in sorted(self.hosts.values(), key=lambda h: h.name):
             self.clusters.setdefault(h.cluster, []).append(h.name)
-        instances = list(instances)
-        self.placed = {i.uuid: i.host for i in instances}
-        self.instances = {i.uuid: i for i in instances}
-        unknown = sorted({h for h in self.placed.values() if h not in self.hosts})
-        if unknown:
-            raise ValueError(f"instances on unknown hosts: {', '.join(unknown)}")
+        self.quorum_lost: set[str] = set()
+        self.queue = EvacuationQueue(self, instances)
         self.suspects: dict[str, _Suspect] = {}
         self.fenced: set[str] = set()
         self.storage_down: set[str] = set()
         self.incidents: set[str] = set()
-        self.quorum_lost: set[str] = set()
-        self.to_evacuate: dict[str, list[str]] = {}
-        self.stranded: set[str] = set()     # alerted: no destination
-        self.evacuations: dict[str, _Evacuation] = {}
-        self.refused: set[str] = set()      # alerted: no named host, no scheduler
 
     # -------------------------------------------------------------- state
     def state(self) -> dict[str, Any]:
@@ -176,12 +104,7 @@ class EvacuationPlanner:
             "suspects": {n: dataclasses.asdict(s)
                          for n, s in sorted(self.suspects.items())},
             "fenced": sorted(self.fenced), "incidents": sorted(self.incidents),
-            "quorum_lost": sorted(self.quorum_lost),
-            "to_evacuate": {n: list(q) for n, q in sorted(self.to_evacuate.items())},
-            "stranded": sorted(self.stranded),
-            "refused": sorted(self.refused),
-            "evacuations": {u: dataclasses.asdict(e)
-                            for u, e in sorted(self.evacuations.items())}}
+            "quorum_lost": sorted(self.quorum_lost), **self.queue.state()}
 
     def restore(self, state: dict[str, Any]) -> None:
         """Take back ``state()`` of an earlier run; hosts, clusters and
@@ -193,14 +116,7 @@ class EvacuationPlanner:
             self.fenced = set(state.get("fenced", [])) & set(self.hosts)
             self.incidents = set(state.get("incidents", [])) & set(self.clusters)
             self.quorum_lost = set(state.get("quorum_lost", [])) & set(self.clusters)
-            self.to_evacuate = {
-                n: [u for u in q if self.placed.get(u) == n]
-                for n, q in state.get("to_evacuate", {}).items() if n in self.hosts}
-            self.stranded = set(state.get("stranded", [])) & set(self.instances)
-            self.refused = set(state.get("refused", [])) & set(self.instances)
-            self.evacuations = {
-                u: _Evacuation(**e) for u, e in
-                state.get("evacuations", {}).items() if e["source"] in self.hosts}
+            self.queue.restore(state)
         except (TypeError, AttributeError, KeyError) as exc:
             raise ValueError(f"not a planner state: {exc}") from None
 
@@ -242,8 +158,7 @@ class EvacuationPlanner:
                 by_hand = not s.unconfirmed
                 s.fencing = s.stuck = False
                 self.fenced.add(name)
-                self.to_evacuate[name] = sorted(
-                    u for u, h in self.placed.items() if h == name)
+                self.queue.host_fenced(name)
                 out.append(Action(now, "log", name, "fence confirmed"
                                   + (" by hand" if by_hand else "")))
 
@@ -255,16 +170,7 @@ class EvacuationPlanner:
             notes.append(f"its {s.fence} is abandoned")
         if name in confirmed:
             notes.append("the fence confirmation of this tick is ignored")
-        left = self.to_evacuate.pop(name, [])
-        if left:
-            notes.append(f"{len(left)} evacuation(s) dropped, those instances "
-                         "stay on it")
-        records = sorted(u for u, e in self.evacuations.items()
-                         if e.source == name)
-        for uuid in records:
-            del self.evacuations[uuid]
-        if records:
-            notes.append(f"{len(records)} evacuation record(s) dropped")
+        notes += self.queue.host_back(name)
         self.fenced.discard(name)
         out.append(Action(now, "log", name, "heartbeat back"
                           + (f"; {'; '.join(notes)}" if notes else "")))
@@ -280,11 +186,10 @@ class EvacuationPlanner:
         evacuations; without it (a simulation) they are taken as done."""
         out: list[Action] = []
         if servers is None:
-            self.evacuations = {u: e for u, e in self.evacuations.items()
-                                if e.state != "in-flight"}
+            self.queue.trust_earlier()
         else:
-            self._see(list(servers))
-            self._check_evacuations(now, out)
+            self.queue.see(list(servers))
+            self.queue.check(now, out)
         self._observe(now, set(suspects), set(storage_down),
                       set(confirmed_fences), out)
         for cluster in sorted(self.clusters):
@@ -296,72 +201,15 @@ class EvacuationPlanner:
                 continue
             for name in self._suspects_of(cluster):
                 self._climb(now, cluster, name, out)
-            self._evacuate(now, cluster, out)
+            self.queue.evacuate(now, cluster, out)
         return out
-
-    def _see(self, servers: list[Instance]) -> None:
-        unknown = sorted({i.host for i in servers} - set(self.hosts))
-        if unknown:
-            raise ValueError(f"instances on unknown hosts: {', '.join(unknown)}")
-        self.instances = {i.uuid: i for i in servers}
-        self.placed = {i.uuid: i.host for i in servers}
-
-    def _check_evacuations(self, now: float, out: list[Action]) -> None:
-        """The outcome of each evacuation asked earlier, from the servers
-        as nova shows them now."""
-        for uuid, ev in sorted(self.evacuations.items()):
-            inst = self.instances.get(uuid)
-            if inst is None:
-                del self.evacuations[uuid]
-                out.append(Action(now, "log", ev.source, (
-                    f"server {uuid} is gone; its evacuation is no longer "
-                    "followed"), instance=uuid))
-            elif inst.busy:
-                continue            # nova is still at it
-            elif inst.host != ev.source:
-                del self.evacuations[uuid]
-                if inst.status == "ERROR":
-                    out.append(Action(now, "alert", ev.source, (
-                        f"server {uuid} evacuated to {inst.host} but in ERROR "
-                        "there: left for the operator"), instance=uuid))
-                elif ev.state == "in-flight":
-                    out.append(Action(now, "log", ev.source, (
-                        f"server {uuid} evacuated to {inst.host} "
-                        f"({inst.status})"), instance=uuid))
-            elif ev.state == "in-flight":
-                self._failed(now, uuid, (
-                    f"the server is still on {ev.source} ({inst.status}) "
-                    "with no task in progress"), out)
 
     def evacuation_failed(self, now: float, uuid: str, why: str) -> list[Action]:
         """Nova refused the evacuation of ``uuid`` asked at this tick (the
         request's error, ``why``): retried on a later tick, or given up."""
         out: list[Action] = []
-        self._failed(now, uuid, why, out)
+        self.queue.failed(now, uuid, why, out)
         return out
-
-    def _failed(self, now: float, uuid: str, why: str,
-                out: list[Action]) -> None:
-        ev = self.evacuations[uuid]
-        ev.error = why
-        limit = self.policy.evacuation_attempts
-        where = ev.destination or "a host of nova's scheduler"
-        if ev.attempts < limit:
-            ev.state = "retry"
-            queue = self.to_evacuate.setdefault(ev.source, [])
-            if uuid not in queue:
-                queue.insert(0, uuid)
-            out.append(Action(now, "evacuation-failed", ev.source, (
-                f"server {uuid}: attempt {ev.attempts} of {limit} to {where}: {why}; "
-                "retried on a later tick"), instance=uuid,
-                destination=ev.destination))
-        else:
-            ev.state = "given-up"
-            out.append(Action(now, "alert", ev.source, (
-                f"evacuation of server {uuid} failed {ev.attempts} time(s) "
-                f"(tried {', '.join(h or 'nova scheduler' for h in ev.tried)}; "
-                f"last: {why}): not retried, left for the operator"),
-                instance=uuid, destination=ev.destination))
 
     # ---------------------------------------------------- cluster halts
     def _quorum_check(self, now: float, cluster: str, out: list[Action]) -> bool:
@@ -474,126 +322,3 @@ class EvacuationPlanner:
         s.deferred, s.deferred_since, s.deferral_alerted = "", None, False
         kind = "log" if step == "log-only" else step
         out.append(Action(now, kind, name, f"suspect since {s.since:g}"))
-
-    # -------------------------------------------------------- evacuation
-    def _load(self, name: str) -> int:
-        return sum(1 for h in self.placed.values() if h == name)
-
-    def destination(self, uuid: str, named: bool = True) -> str | None:
-        """The least-loaded healthy host (then by name) that can take the
-        instance, in a cluster whose storage quorum holds: one of its
-        storage domain when its disks are shared; a host an earlier attempt
-        failed on only when no other is left. ``named``: nova is given the
-        host, so a disk on a sharing provider needs one whose compute node
-        offers DISK_GB (``in_tree`` leaves the sharing provider out)."""
-        inst = self.instances[uuid]
-        ev = self.evacuations.get(uuid)
-        tried = set(ev.tried) if ev else set()
-        source = self.hosts[inst.host]
-        options = []
-        for h in self.hosts.values():
-            if h.name == inst.host or not self.healthy(h.name) \
-                    or h.cluster in self.quorum_lost:
-                continue
-            if inst.domain is not None and inst.domain not in h.domains:
-                continue
-            if h.capacity is not None and self._load(h.name) >= h.capacity:
-                continue
-            if named and inst.sharing_disk and not h.node_disk:
-                continue
-            options.append(h)
-        if not options:
-            return None
-        best = min(options, key=lambda h: (h.name in tried,
-                                           h.cluster != source.cluster,
-                                           self._load(h.name), h.name))
-        return best.name
-
-    def _unscheduled_risk(self, inst: Instance) -> str:
-        """Why nova's scheduler may not choose the host of ``inst`` ("" when
-        every host it could choose is healthy and of the instance's domain;
-        its quorum holding)."""
-        choosable = sorted(h.name for h in self.hosts.values()
-                           if h.name != inst.host and h.schedulable)
-        if not choosable:
-            return "nova has no up and enabled compute service to choose"
-        outside = [n for n in choosable
-                   if inst.domain not in self.hosts[n].domains]
-        if outside:
-            return (f"nova's scheduler could choose {', '.join(outside)}, "
-                    f"outside storage domain {inst.domain}, where its disk "
-                    "is not")
-        unsafe = [n for n in choosable if not self.healthy(n)
-                  or self.hosts[n].cluster in self.quorum_lost]
-        if unsafe:
-            return (f"nova's scheduler could choose {', '.join(unsafe)}, "
-                    "not healthy by the storage's account")
-        return ""
-
-    def _refuse(self, now: float, inst: Instance, named: str, why: str,
-                out: list[Action]) -> None:
-        if inst.uuid in self.refused:
-            return
-        self.refused.add(inst.uuid)
-        out.append(Action(now, "alert", inst.host, (
-            f"server {inst.uuid} not evacuated to {named}: its DISK_GB is on "
-            f"a sharing provider and {named}'s compute node offers no "
-            f"DISK_GB, so nova (asking placement in_tree of {named}) would "
-            f"find no valid host; nor evacuated without a host: {why}. "
-            f"Workaround: disable the compute services outside storage "
-            f"domain {inst.domain} (openstack compute service set --disable "
-            "HOST nova-compute) until it is evacuated; it stays queued"),
-            instance=inst.uuid, destination=named))
-
-    def _evacuate(self, now: float, cluster: str, out: list[Action]) -> None:
-        budget = self.policy.evacuation_batch
-        for name in self.clusters[cluster]:
-            pending = self.to_evacuate.get(name, [])
-            held: list[str] = []        # refused this tick: kept queued
-            while pending and budget:
-                uuid = pending[0]
-                inst = self.instances[uuid]
-                dest = self.destination(uuid)
-                scheduled = ""      # why nova's scheduler chooses the host
-                if dest is None and inst.sharing_disk:
-                    named = self.destination(uuid, named=False)
-                    why = self._unscheduled_risk(inst) if named else ""
-                    if named and why:
-                        self._refuse(now, inst, named, why, out)
-                        held.append(pending.pop(0))
-                        continue
-                    if named:
-                        scheduled = (
-                            f"its DISK_GB is on a sharing provider and no "
-                            f"compute node of domain {inst.domain} offers "
-                            "DISK_GB: nova's scheduler chooses (every host "
-                            "it can choose is of that domain)")
-                if dest is None and not scheduled:
-                    if uuid not in self.stranded:
-                        self.stranded.add(uuid)
-                        out.append(Action(now, "alert", name, (
-                            f"no healthy destination for instance {uuid}"
-                            + (f" in storage domain {inst.domain}"
-                               if inst.domain else "")), instance=uuid))
-                    break
-                pending.pop(0)
-                self.stranded.discard(uuid)
-                self.refused.discard(uuid)
-                budget -= 1
-                if dest is not None:
-                    self.placed[uuid] = dest
-                ev = self.evacuations.get(uuid)
-                reason = scheduled or "fence confirmed"
-                if ev is None:
-                    self.evacuations[uuid] = _Evacuation(name, dest, now,
-                                                         tried=[dest])
-                else:
-                    ev.attempts += 1
-                    ev.destination, ev.at, ev.state = dest, now, "in-flight"
-                    ev.tried.append(dest)
-                    reason = (f"retry, attempt {ev.attempts} of "
-                              f"{self.policy.evacuation_attempts}"
-                              + (f"; {scheduled}" if scheduled else ""))
-                out.append(Action(now, "evacuate", name, reason,
-                                  instance=uuid, destination=dest))
-            pending[:0] = held
