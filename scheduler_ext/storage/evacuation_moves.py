@@ -53,6 +53,7 @@ class _Evacuation:
     state: str = "in-flight"
     error: str = ""
 
+
 class EvacuationQueue:
     """The servers to evacuate per fenced host, and the evacuations asked
     (``records``, by server uuid) until their outcome is known."""
@@ -66,6 +67,7 @@ class EvacuationQueue:
         self.records: dict[str, _Evacuation] = {}
 
     def state(self) -> dict[str, Any]:
+        """JSON-able; part of the planner's state."""
         return {
             "to_evacuate": {n: list(q) for n, q in sorted(self.to_evacuate.items())},
             "stranded": sorted(self.stranded),
@@ -148,19 +150,21 @@ class EvacuationQueue:
                     "with no task in progress"), out)
 
     def failed(self, now: float, uuid: str, why: str,
-                out: list[Action]) -> None:
+               out: list[Action]) -> None:
+        """The evacuation of ``uuid`` failed (``why``): queued again at the
+        front of its host's queue, or given up after the last attempt."""
         ev = self.records[uuid]
         ev.error = why
         limit = self.fleet.policy.evacuation_attempts
-        where = ev.destination or "a host of nova's scheduler"
+        where = ev.destination or "the host nova's scheduler picks"
         if ev.attempts < limit:
             ev.state = "retry"
             queue = self.to_evacuate.setdefault(ev.source, [])
             if uuid not in queue:
                 queue.insert(0, uuid)
             out.append(Action(now, "evacuation-failed", ev.source, (
-                f"server {uuid}: attempt {ev.attempts} of {limit} to {where}: {why}; "
-                "retried on a later tick"), instance=uuid,
+                f"server {uuid}: attempt {ev.attempts} of {limit} to "
+                f"{where}: {why}; retried on a later tick"), instance=uuid,
                 destination=ev.destination))
         else:
             ev.state = "given-up"
@@ -240,6 +244,8 @@ class EvacuationQueue:
             instance=inst.uuid, destination=named))
 
     def evacuate(self, now: float, cluster: str, out: list[Action]) -> None:
+        """Start at most ``evacuation_batch`` queued evacuations of
+        ``cluster``'s fenced hosts; a refused server stays queued."""
         budget = self.fleet.policy.evacuation_batch
         for name in self.fleet.clusters[cluster]:
             pending = self.to_evacuate.get(name, [])
@@ -280,7 +286,7 @@ class EvacuationQueue:
                 reason = scheduled or "fence confirmed"
                 if ev is None:
                     self.records[uuid] = _Evacuation(name, dest, now,
-                                                         tried=[dest])
+                                                     tried=[dest])
                 else:
                     ev.attempts += 1
                     ev.destination, ev.at, ev.state = dest, now, "in-flight"
