@@ -36,7 +36,8 @@ OK, FINDINGS, USAGE, UNREACHABLE, INTERRUPTED = 0, 1, 2, 3, 130
 #: exit code -> what it means (the README's table)
 EXIT_CODES = {OK: "ok",
               FINDINGS: "findings: an invariant broke, the audit found "
-                        "damage, a lost mount, a refused storage plan",
+                        "damage, a lost mount, a refused storage plan, an "
+                        "evacuation alert or failure",
               USAGE: "bad input or configuration",
               UNREACHABLE: "a service (placement, keystone) could not be "
                            "reached",

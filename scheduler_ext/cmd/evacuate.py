@@ -9,7 +9,9 @@ on a real cloud, one tick per run (run ``evacuate run`` from a timer).
   nova has no fencing API; a fenced host is confirmed by forcing its
   compute service down), and save the planner's state.
 
-Exit 1 when the tick raised an alert.
+Exit 1 when the tick raised an alert or an evacuation failed (nova refused
+it, or a later tick found the server still on its fenced host): it is
+retried on a later tick up to ``[storage] evacuation_attempts`` times.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ import sys
 import time
 from typing import Any, Sequence
 
-from scheduler_ext.cmd import base, common, compute_access
+from scheduler_ext.cmd import base, common, compute_access, placement_access
 from scheduler_ext.cmd import storage as storage_cmd
-from scheduler_ext.storage import evacuation_run, fencing_policy
+from scheduler_ext.storage import (
+    compute_api, evacuation_disk, evacuation_run, fencing_policy)
 from scheduler_ext.storage.errors import StorageError
 
 
@@ -70,6 +73,16 @@ class CommandFencer:
             f": {said[-1][:200]}" if said else "")
 
 
+def _disks(args: argparse.Namespace, api: compute_api.ComputeEndpoint
+           ) -> evacuation_disk.DiskPlacement | None:
+    """Placement's view of the servers' disks, when placement is reachable
+    by the flags (a lab's --compute-url needs --placement-url)."""
+    if not args.placement_url and (args.compute_url or not (
+            args.os_cloud or args.config_file)):
+        return None
+    return evacuation_disk.PlacementDisk(placement_access.client(args), api)
+
+
 TICK_COLUMNS = ("action", "host", "what")
 
 
@@ -87,6 +100,13 @@ class _Tick(base.Lister):
                             help='the members of the storage cluster: '
                                  '{"quorum": [hosts], "down": [hosts]}')
         compute_access.add_arguments(parser)
+        parser.add_argument(
+            "--placement-url", metavar="URL",
+            help="placement with auth_strategy = noauth2 (labs, tests; "
+                 "otherwise placement is reached like the compute API, from "
+                 "--os-cloud or --config-file): which servers hold their "
+                 "DISK_GB on a sharing provider, and which compute nodes "
+                 "offer DISK_GB")
         if self.apply:
             parser.add_argument(
                 "--fence-command", metavar="TEMPLATE",
@@ -110,30 +130,34 @@ class _Tick(base.Lister):
         api = compute_access.endpoint(args)
         try:
             result = evacuation_run.tick(api, reports, policy, time.time(),
-                                         _state(args.state), view)
+                                         _state(args.state), view,
+                                         _disks(args, api))
         except ValueError as exc:
             raise StorageError(f"--state {args.state}: {exc}") from None
         for note in result.notes:
             print(f"note: {note}", file=sys.stderr)
-        rows = []
-        for a in result.actions:
-            if a.kind == "evacuate":
-                rows.append(("evacuate" if self.apply else "would evacuate",
-                             a.host, f"{a.instance} to {a.destination}"))
-            else:
-                rows.append((a.kind, a.host, a.reason))
         if self.apply:
             fencer = (CommandFencer(args.fence_command) if args.fence_command
                       else None)
-            for line in evacuation_run.execute(api, result.actions, fencer):
+            for line in evacuation_run.execute(api, result, fencer):
                 print(f"{'fence' if fencer else 'operator'}: {line}",
                       file=sys.stderr)
             common.write_json(args.state, result.state)
+        rows = [self._row(a) for a in result.actions]
         if not result.actions:
             print("nothing to do", file=sys.stderr)
-        if any(a.kind == "alert" for a in result.actions):
+        if any(a.kind in ("alert", "evacuation-failed")
+               for a in result.actions):
             self.exit_code = common.FINDINGS
         return TICK_COLUMNS, rows
+
+    def _row(self, a: evacuation_run.Action) -> tuple[str, str, str]:
+        if a.kind == "evacuate":
+            return ("evacuate" if self.apply else "would evacuate", a.host,
+                    f"{a.instance} to {a.destination or 'a host nova chooses'}"
+                    + (f" ({a.reason})" if a.reason != "fence confirmed"
+                       else ""))
+        return (a.kind, a.host, a.reason)
 
 
 class EvacuatePlan(_Tick):

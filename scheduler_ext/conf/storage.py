@@ -70,6 +70,14 @@ OPTS = [
     cfg.IntOpt(
         "evacuation_batch", default=10, min=1,
         help="Evacuations started per storage cluster per planning tick."),
+    cfg.IntOpt(
+        "evacuation_attempts", default=3, min=1,
+        help="Attempts to evacuate one server, the first included. An "
+             "evacuation nova refuses, or after which the server is still "
+             "on its fenced host with no task in progress (in ERROR after "
+             "NoValidHost, say), is retried on a later tick, to another "
+             "host when there is one; after this many it is alerted once "
+             "and left for the operator."),
 ]
 
 

@@ -100,6 +100,15 @@ def compute_services(api: ComputeEndpoint) -> list[ComputeService]:
                    for s in body["services"]), key=lambda s: s.host)
 
 
+def compute_nodes(api: ComputeEndpoint) -> dict[str, list[str]]:
+    """Host -> the uuids of its compute nodes (also their resource
+    providers' uuids; nova shows them as the hypervisors' ids from 2.53)."""
+    out: dict[str, list[str]] = {}
+    for hyp in api.get("/os-hypervisors/detail")["hypervisors"]:
+        out.setdefault(hyp["service"]["host"], []).append(str(hyp["id"]))
+    return out
+
+
 def server(api: ComputeEndpoint, server_id: str) -> dict:
     return api.get(f"/servers/{server_id}")["server"]
 
@@ -122,7 +131,9 @@ def host_of(srv: Mapping[str, Any]) -> str:
     return str(host)
 
 
-def evacuate(api: ComputeEndpoint, server_id: str, host: str) -> None:
-    """Rebuild the server on ``host`` (its source compute service must be
-    down, as nova checks)."""
-    api.post(f"/servers/{server_id}/action", {"evacuate": {"host": host}})
+def evacuate(api: ComputeEndpoint, server_id: str, host: str | None) -> None:
+    """Rebuild the server on ``host`` (None: a host nova's scheduler
+    chooses); its source compute service must be down, as nova checks.
+    Asynchronous: nova's 202 says only that it started."""
+    api.post(f"/servers/{server_id}/action",
+             {"evacuate": {"host": host} if host else {}})

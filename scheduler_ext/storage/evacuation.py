@@ -40,6 +40,9 @@ cluster:
   most ``evacuation_batch`` per cluster per tick. An instance whose disks
   are on shared storage goes to a healthy host of the same storage domain
   (its disks are there); one with local disks to any healthy host.
+* Every evacuation's outcome is followed and a failed one retried, and a
+  disk on a sharing provider is never named to a compute node without
+  DISK_GB: ``evacuation_moves`` (the queue of evacuations).
 """
 
 from __future__ import annotations
@@ -47,36 +50,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterable
 
+from scheduler_ext.storage.evacuation_model import (
+    Action, ClusterHost, Instance, majority)
+from scheduler_ext.storage.evacuation_moves import EvacuationQueue
 from scheduler_ext.storage.fencing_policy import FENCES, Policy
 
-@dataclasses.dataclass(frozen=True)
-class ClusterHost:
-    name: str
-    cluster: str
-    quorum: bool = True
-    domains: frozenset[str] = frozenset()
-    capacity: int | None = None       # instances it can take; None: no limit
-
-
-@dataclasses.dataclass(frozen=True)
-class Instance:
-    uuid: str
-    host: str
-    domain: str | None = None         # storage domain of its disks, if shared
-
-
-@dataclasses.dataclass(frozen=True)
-class Action:
-    """``kind``: log, alert, restart-agent, graceful-reboot, hard-reboot or
-    evacuate (``instance`` to ``destination``)."""
-
-    at: float
-    kind: str
-    host: str
-    reason: str = ""
-    instance: str | None = None
-    destination: str | None = None
-
+__all__ = ["Action", "ClusterHost", "EvacuationPlanner", "Instance",
+           "majority"]
 
 @dataclasses.dataclass
 class _Suspect:
@@ -98,10 +78,6 @@ class _Suspect:
         return self.fencing or self.stuck
 
 
-def majority(members: int) -> int:
-    return members // 2 + 1
-
-
 class EvacuationPlanner:
     """The state of fencing and evacuation across clusters; ``tick`` is the
     only entry point and is deterministic for the same inputs."""
@@ -113,19 +89,12 @@ class EvacuationPlanner:
         self.clusters: dict[str, list[str]] = {}
         for h in sorted(self.hosts.values(), key=lambda h: h.name):
             self.clusters.setdefault(h.cluster, []).append(h.name)
-        instances = list(instances)
-        self.placed = {i.uuid: i.host for i in instances}
-        self.instances = {i.uuid: i for i in instances}
-        unknown = sorted({h for h in self.placed.values() if h not in self.hosts})
-        if unknown:
-            raise ValueError(f"instances on unknown hosts: {', '.join(unknown)}")
+        self.quorum_lost: set[str] = set()
+        self.queue = EvacuationQueue(self, instances)
         self.suspects: dict[str, _Suspect] = {}
         self.fenced: set[str] = set()
         self.storage_down: set[str] = set()
         self.incidents: set[str] = set()
-        self.quorum_lost: set[str] = set()
-        self.to_evacuate: dict[str, list[str]] = {}
-        self.stranded: set[str] = set()     # alerted: no destination
 
     # -------------------------------------------------------------- state
     def state(self) -> dict[str, Any]:
@@ -135,9 +104,7 @@ class EvacuationPlanner:
             "suspects": {n: dataclasses.asdict(s)
                          for n, s in sorted(self.suspects.items())},
             "fenced": sorted(self.fenced), "incidents": sorted(self.incidents),
-            "quorum_lost": sorted(self.quorum_lost),
-            "to_evacuate": {n: list(q) for n, q in sorted(self.to_evacuate.items())},
-            "stranded": sorted(self.stranded)}
+            "quorum_lost": sorted(self.quorum_lost), **self.queue.state()}
 
     def restore(self, state: dict[str, Any]) -> None:
         """Take back ``state()`` of an earlier run; hosts, clusters and
@@ -149,11 +116,8 @@ class EvacuationPlanner:
             self.fenced = set(state.get("fenced", [])) & set(self.hosts)
             self.incidents = set(state.get("incidents", [])) & set(self.clusters)
             self.quorum_lost = set(state.get("quorum_lost", [])) & set(self.clusters)
-            self.to_evacuate = {
-                n: [u for u in q if self.placed.get(u) == n]
-                for n, q in state.get("to_evacuate", {}).items() if n in self.hosts}
-            self.stranded = set(state.get("stranded", [])) & set(self.instances)
-        except (TypeError, AttributeError) as exc:
+            self.queue.restore(state)
+        except (TypeError, AttributeError, KeyError) as exc:
             raise ValueError(f"not a planner state: {exc}") from None
 
     # ----------------------------------------------------------- counting
@@ -194,8 +158,7 @@ class EvacuationPlanner:
                 by_hand = not s.unconfirmed
                 s.fencing = s.stuck = False
                 self.fenced.add(name)
-                self.to_evacuate[name] = sorted(
-                    u for u, h in self.placed.items() if h == name)
+                self.queue.host_fenced(name)
                 out.append(Action(now, "log", name, "fence confirmed"
                                   + (" by hand" if by_hand else "")))
 
@@ -207,21 +170,26 @@ class EvacuationPlanner:
             notes.append(f"its {s.fence} is abandoned")
         if name in confirmed:
             notes.append("the fence confirmation of this tick is ignored")
-        left = self.to_evacuate.pop(name, [])
-        if left:
-            notes.append(f"{len(left)} evacuation(s) dropped, those instances "
-                         "stay on it")
+        notes += self.queue.host_back(name)
         self.fenced.discard(name)
         out.append(Action(now, "log", name, "heartbeat back"
                           + (f"; {'; '.join(notes)}" if notes else "")))
 
     def tick(self, now: float, suspects: Iterable[str],
              storage_down: Iterable[str] = (),
-             confirmed_fences: Iterable[str] = ()) -> list[Action]:
+             confirmed_fences: Iterable[str] = (),
+             servers: Iterable[Instance] | None = None) -> list[Action]:
         """Actions to take at ``now`` (seconds), given the hosts whose
         heartbeat is lost, the hosts the storage cluster reports out of its
-        quorum, and the fences confirmed since the last tick."""
+        quorum, and the fences confirmed since the last tick. ``servers``:
+        every server as nova shows it now, to check the outcome of earlier
+        evacuations; without it (a simulation) they are taken as done."""
         out: list[Action] = []
+        if servers is None:
+            self.queue.trust_earlier()
+        else:
+            self.queue.see(list(servers))
+            self.queue.check(now, out)
         self._observe(now, set(suspects), set(storage_down),
                       set(confirmed_fences), out)
         for cluster in sorted(self.clusters):
@@ -233,7 +201,14 @@ class EvacuationPlanner:
                 continue
             for name in self._suspects_of(cluster):
                 self._climb(now, cluster, name, out)
-            self._evacuate(now, cluster, out)
+            self.queue.evacuate(now, cluster, out)
+        return out
+
+    def evacuation_failed(self, now: float, uuid: str, why: str) -> list[Action]:
+        """Nova refused the evacuation of ``uuid`` asked at this tick (the
+        request's error, ``why``): retried on a later tick, or given up."""
+        out: list[Action] = []
+        self.queue.failed(now, uuid, why, out)
         return out
 
     # ---------------------------------------------------- cluster halts
@@ -347,52 +322,3 @@ class EvacuationPlanner:
         s.deferred, s.deferred_since, s.deferral_alerted = "", None, False
         kind = "log" if step == "log-only" else step
         out.append(Action(now, kind, name, f"suspect since {s.since:g}"))
-
-    # -------------------------------------------------------- evacuation
-    def _load(self, name: str) -> int:
-        return sum(1 for h in self.placed.values() if h == name)
-
-    def destination(self, uuid: str) -> str | None:
-        """The least-loaded healthy host (then by name) that can take the
-        instance, in a cluster whose storage quorum holds: one of its
-        storage domain when its disks are shared."""
-        inst = self.instances[uuid]
-        source = self.hosts[inst.host]
-        options = []
-        for h in self.hosts.values():
-            if h.name == inst.host or not self.healthy(h.name) \
-                    or h.cluster in self.quorum_lost:
-                continue
-            if inst.domain is not None and inst.domain not in h.domains:
-                continue
-            if h.capacity is not None and self._load(h.name) >= h.capacity:
-                continue
-            options.append(h)
-        if not options:
-            return None
-        best = min(options, key=lambda h: (h.cluster != source.cluster,
-                                           self._load(h.name), h.name))
-        return best.name
-
-    def _evacuate(self, now: float, cluster: str, out: list[Action]) -> None:
-        budget = self.policy.evacuation_batch
-        for name in self.clusters[cluster]:
-            pending = self.to_evacuate.get(name, [])
-            while pending and budget:
-                uuid = pending[0]
-                dest = self.destination(uuid)
-                if dest is None:
-                    inst = self.instances[uuid]
-                    if uuid not in self.stranded:
-                        self.stranded.add(uuid)
-                        out.append(Action(now, "alert", name, (
-                            f"no healthy destination for instance {uuid}"
-                            + (f" in storage domain {inst.domain}"
-                               if inst.domain else "")), instance=uuid))
-                    break
-                pending.pop(0)
-                self.stranded.discard(uuid)
-                budget -= 1
-                self.placed[uuid] = dest
-                out.append(Action(now, "evacuate", name, "fence confirmed",
-                                  instance=uuid, destination=dest))

@@ -14,6 +14,12 @@ state file between ticks.
   which the storage reports down. Without one, every reported host is a
   quorum member and up: the quorum guarantees then rest on heartbeats
   alone, and the command says so.
+* Placement (``DiskPlacement``, optional): which servers of fenced hosts
+  hold their DISK_GB on a sharing provider, and which hosts' compute nodes
+  offer DISK_GB. Without it every server is taken to hold its disk on its
+  compute node: a named-host evacuation of a shared-disk server onto a node
+  offering no DISK_GB then fails in nova, and is retried and alerted like
+  any failed evacuation; the command says so.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import json
 from typing import Any, Mapping, Protocol
 
 from scheduler_ext.storage import compute_api
+from scheduler_ext.storage.evacuation_disk import DiskPlacement
 from scheduler_ext.storage.errors import StorageError
 from scheduler_ext.storage.evacuation import (
     Action, ClusterHost, EvacuationPlanner, Instance)
@@ -56,16 +63,25 @@ def storage_view(text: str, origin: str = "storage view") -> StorageView:
                        frozenset(data.get("down", [])))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass
 class Tick:
+    """One tick's actions at ``now``; ``execute`` appends the outcome of
+    carrying them out (failed evacuations) to ``actions``."""
+
+    now: float
     actions: list[Action]
-    state: dict[str, Any]
+    planner: EvacuationPlanner
     notes: list[str]
+
+    @property
+    def state(self) -> dict[str, Any]:
+        return self.planner.state()
 
 
 def _cluster_hosts(services: list[compute_api.ComputeService],
                    reports: Mapping[str, HostReport],
-                   view: StorageView) -> list[ClusterHost]:
+                   view: StorageView,
+                   node_disk: set[str] | None) -> list[ClusterHost]:
     out = []
     for svc in services:
         report = reports.get(svc.host)
@@ -75,16 +91,21 @@ def _cluster_hosts(services: list[compute_api.ComputeService],
         domains = frozenset([report.domain]) if shared and report and \
             report.domain else frozenset()
         quorum = shared and (view.quorum is None or svc.host in view.quorum)
-        out.append(ClusterHost(svc.host, str(cluster), quorum, domains))
+        out.append(ClusterHost(
+            svc.host, str(cluster), quorum, domains,
+            node_disk=node_disk is None or svc.host in node_disk,
+            schedulable=(svc.state == "up" and svc.status == "enabled"
+                         and not svc.forced_down)))
     return out
 
 
 def tick(api: compute_api.ComputeEndpoint, reports: Mapping[str, HostReport],
          policy: Policy, now: float, state: Mapping[str, Any] | None = None,
-         view: StorageView | None = None) -> Tick:
+         view: StorageView | None = None,
+         disks: DiskPlacement | None = None) -> Tick:
     """The planner's actions at ``now`` (seconds since the epoch) and its
-    state afterwards (reads only: services, then the servers of each
-    host)."""
+    state afterwards (reads only: services, the servers of each host, and
+    with ``disks`` placement's view of the fenced hosts' servers)."""
     view = view or StorageView()
     notes = []
     if view.quorum is None and not view.down:
@@ -97,20 +118,36 @@ def tick(api: compute_api.ComputeEndpoint, reports: Mapping[str, HostReport],
     if unknown:
         raise StorageError(f"storage view names hosts nova does not know: "
                            f"{', '.join(unknown)}")
-    hosts = _cluster_hosts(services, reports, view)
+    if disks is None:
+        notes.append("no placement access: a server whose DISK_GB is on a "
+                     "sharing provider may be sent to a named host whose "
+                     "compute node offers none, which nova fails "
+                     "(NoValidHost); --placement-url, --os-cloud or "
+                     "--config-file lets the planner avoid that")
+    on_host = {svc.host: compute_api.servers_on(api, svc.host)
+               for svc in services}
+    fenced = [srv["id"] for svc in services if svc.forced_down
+              for srv in on_host[svc.host]]
+    sharing = disks.sharing_disk(fenced) if disks and fenced else set()
+    node_disk = (disks.nodes_offering_disk(known) if disks and sharing
+                 else None)
+    hosts = _cluster_hosts(services, reports, view, node_disk)
     domains = {h.name: next(iter(h.domains), None) for h in hosts}
     instances = []
     for svc in services:
-        for srv in compute_api.servers_on(api, svc.host):
+        for srv in on_host[svc.host]:
             on_disk = domains[svc.host] if srv.get("image") else None
-            instances.append(Instance(srv["id"], svc.host, on_disk))
+            instances.append(Instance(
+                srv["id"], svc.host, on_disk, str(srv.get("status", "")),
+                srv.get("OS-EXT-STS:task_state") is not None,
+                srv["id"] in sharing))
     planner = EvacuationPlanner(hosts, instances, policy)
     if state:
         planner.restore(dict(state))
     actions = planner.tick(
         now, [s.host for s in services if s.state == "down"],
-        view.down, [s.host for s in services if s.forced_down])
-    return Tick(actions, planner.state(), notes)
+        view.down, [s.host for s in services if s.forced_down], instances)
+    return Tick(now, actions, planner, notes)
 
 
 class Fencer(Protocol):
@@ -124,16 +161,22 @@ class Fencer(Protocol):
 FENCE_STEPS = ("restart-agent", "graceful-reboot", "hard-reboot")
 
 
-def execute(api: compute_api.ComputeEndpoint, actions: list[Action],
+def execute(api: compute_api.ComputeEndpoint, tick: Tick,
             fencer: Fencer | None = None) -> list[str]:
-    """Carry out the evacuations (through nova's API) and, with a
-    ``fencer``, the ladder steps; one line per ladder step (what the fencer
-    said, or the step for the operator: nova has no fencing API)."""
+    """Carry out the tick's evacuations (through nova's API) and, with a
+    ``fencer``, its ladder steps; one line per ladder step (what the fencer
+    said, or the step for the operator: nova has no fencing API). An
+    evacuation nova refuses does not stop the others: the planner records
+    it (``tick.state``) and its outcome joins ``tick.actions``."""
     lines = []
-    for a in actions:
+    for a in list(tick.actions):
         if a.kind == "evacuate":
-            assert a.instance and a.destination
-            compute_api.evacuate(api, a.instance, a.destination)
+            assert a.instance
+            try:
+                compute_api.evacuate(api, a.instance, a.destination)
+            except StorageError as exc:
+                tick.actions += tick.planner.evacuation_failed(
+                    tick.now, a.instance, f"nova refused: {exc}")
         elif a.kind in FENCE_STEPS:
             lines.append(f"{a.kind} {a.host}: " + (
                 fencer(a.kind, a.host) if fencer else a.reason))

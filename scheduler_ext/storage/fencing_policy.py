@@ -23,6 +23,7 @@ class Policy:
     fence_batch: int = 1
     evacuation_batch: int = 10
     fence_timeout: float = 600.0
+    evacuation_attempts: int = 3      # per server, the first one included
 
     def __post_init__(self) -> None:
         bad = [s for s in self.ladder if s not in LADDER_STEPS]
@@ -37,9 +38,10 @@ class Policy:
                              f"{', '.join(LADDER_STEPS)}")
         if not 0 < self.brake_fraction <= 1 or self.step_timeout <= 0 or \
                 self.fence_timeout <= 0 or self.fence_batch < 1 or \
-                self.evacuation_batch < 1:
+                self.evacuation_batch < 1 or self.evacuation_attempts < 1:
             raise ValueError("brake_fraction in (0, 1], step_timeout > 0, "
-                             "fence_timeout > 0, batches >= 1")
+                             "fence_timeout > 0, batches >= 1, "
+                             "evacuation_attempts >= 1")
 
 
 def policy_from_conf(conf: Any) -> Policy:
@@ -48,7 +50,8 @@ def policy_from_conf(conf: Any) -> Policy:
     try:
         return Policy(tuple(opts.fence_ladder), opts.fence_step_timeout,
                       opts.brake_fraction, opts.fence_batch,
-                      opts.evacuation_batch, opts.fence_timeout)
+                      opts.evacuation_batch, opts.fence_timeout,
+                      opts.evacuation_attempts)
     except ValueError as exc:   # the other options' ranges are oslo's checks
         raise ConfigError(f"[storage] fence_ladder "
                           f"{','.join(opts.fence_ladder)}: {exc}",

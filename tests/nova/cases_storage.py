@@ -6,6 +6,8 @@ where a server's disk lands. Run by ``test_nova_functional.py``
 (testtools, in a subprocess).
 """
 
+from unittest.mock import ANY as mock_any
+
 from oslo_utils.fixture import uuidsentinel as uuids
 import fixtures
 
@@ -15,8 +17,12 @@ from nova.tests.functional import integrated_helpers as nova_helpers
 from nova.tests.functional.libvirt import integrated_helpers
 
 from scheduler_ext.nova import placement_client
+from nova.tests.functional.api import client as api_client
+
 from scheduler_ext.storage import (
-    compute_api, diskmigration, evacuation_run, livemigration_check)
+    compute_api, diskmigration, evacuation_disk, evacuation_run,
+    livemigration_check)
+from scheduler_ext.storage.errors import StorageError
 from scheduler_ext.storage.fencing_policy import Policy
 from scheduler_ext.storage.report import HostReport
 from tests.nova.harness import OurCases, PasteConfigMixin
@@ -135,7 +141,11 @@ class HarnessCompute:
         return self.client.api_get(path).body
 
     def post(self, path, body):
-        return self.client.api_post(path, body).body
+        """nova's refusal as ``KeystoneCompute`` raises it."""
+        try:
+            return self.client.api_post(path, body).body
+        except api_client.OpenStackApiException as exc:
+            raise StorageError(f"compute API POST {path}: {exc}") from None
 
 
 GPFS_FS = "gpfs:0123/gpfs1"
@@ -189,7 +199,7 @@ class EvacuatePlannerInNova(OurCases, nova_helpers.ProviderUsageBaseTestCase):
                          sorted(a.instance for a in moves))
         self.assertEqual({"host2", "host3"}, {a.destination for a in moves})
         self.assertEqual([], evacuation_run.execute(self.endpoint,
-                                                    planned.actions))
+                                                    planned))
         for server, move in zip(sorted(self.servers, key=lambda s: s["id"]),
                                 sorted(moves, key=lambda a: a.instance)):
             self._wait_for_server_parameter(
@@ -210,7 +220,7 @@ class EvacuatePlannerInNova(OurCases, nova_helpers.ProviderUsageBaseTestCase):
         self.assertIn("storage quorum lost: 1 of 3 quorum members up",
                       planned.actions[1].reason)
         self.assertEqual([], evacuation_run.execute(self.endpoint,
-                                                    planned.actions))
+                                                    planned))
         for server in self.servers:
             self.assertEqual("host1", self.admin_api.get_server(
                 server["id"])["OS-EXT-SRV-ATTR:host"])
@@ -322,6 +332,102 @@ class StockMovesBypassingTheScheduler(PasteConfigMixin,
         self._wait_for_migration_status(self.server, ["done"])
         self.assertEqual({self.shared: 1}, self._disk())
         self.assertEqual(1, self._get_provider_usages(self.shared)["DISK_GB"])
+
+
+    def _evacuate_tick(self, reports, state=None, now=1000.0):
+        self.admin_api.microversion = "2.74"
+        endpoint = HarnessCompute(self.admin_api)
+        client = placement_client.from_report_client(
+            report.report_client_singleton())
+        disks = evacuation_disk.PlacementDisk(client, endpoint)
+        return endpoint, evacuation_run.tick(endpoint, reports, Policy(), now,
+                                             state, disks=disks)
+
+    def _third_shared_host(self):
+        """host3 in the sharing aggregate, closed like the others: a GPFS
+        cluster of three (one fenced host keeps the storage quorum, and is
+        under the mass-failure brake)."""
+        self.host3 = self._start_compute("host3")
+        self._set_aggregate(self._get_provider_uuid_by_host("host3"),
+                            uuids.shared_disk)
+        client = placement_client.from_report_client(
+            report.report_client_singleton())
+        result = diskmigration.apply(client, diskmigration.plan(client))
+        self.assertEqual(1, len(result.closed))
+        return {h: shared_report(h, GPFS, GPFS_FS)
+                for h in ("host1", "host2", "host3")}
+
+    def test_evacuate_run_leaves_the_host_to_nova_within_the_domain(self):
+        # every compute node closed, every host of one domain: naming a
+        # host would find no valid host, so evacuate run names none
+        reports = self._third_shared_host()
+        self._force_down_source()
+        endpoint, tick = self._evacuate_tick(reports)
+        self.assertEqual([(self.server["id"], None)],
+                         [(a.instance, a.destination) for a in tick.actions
+                          if a.kind == "evacuate"])
+        self.assertEqual([], evacuation_run.execute(endpoint, tick))
+        self._wait_for_migration_status(self.server, ["done"])
+        server = self.admin_api.get_server(self.server["id"])
+        self.assertIn(server["OS-EXT-SRV-ATTR:host"],
+                      {"host1", "host2", "host3"} - {self.source})
+        self.assertEqual("ACTIVE", server["status"])
+        self.assertEqual({self.shared: 1}, self._disk())
+        # the next tick follows it to its end: evacuated, nothing failed
+        _, again = self._evacuate_tick(reports, tick.state, 1100.0)
+        self.assertEqual([("log", self.server["id"])],
+                         [(a.kind, a.instance) for a in again.actions
+                          if a.instance])
+        self.assertEqual({}, again.state["evacuations"])
+
+    def test_evacuate_run_refuses_when_nova_could_leave_the_domain(self):
+        # host4 (local storage, DISK_GB of its own) is a host nova's
+        # scheduler could choose: the server is refused, not posted
+        reports = self._third_shared_host()
+        self._start_compute("host4")
+        reports["host4"] = HostReport("host4", "/var/lib/nova/instances",
+                                      "local")
+        self._force_down_source()
+        endpoint, tick = self._evacuate_tick(reports)
+        alerts = [a for a in tick.actions if a.instance == self.server["id"]]
+        self.assertEqual(["alert"], [a.kind for a in alerts])
+        self.assertIn("nova's scheduler could choose host4", alerts[0].reason)
+        self.assertEqual([], evacuation_run.execute(endpoint, tick))
+        server = self.admin_api.get_server(self.server["id"])
+        self.assertEqual(self.source, server["OS-EXT-SRV-ATTR:host"])
+        self.assertEqual({self.shared: 1}, self._disk())
+
+
+    def test_a_named_evacuation_that_fails_is_retried_then_alerted(self):
+        # without placement access evacuate run names a host; nova's 202
+        # ends with the server still on its fenced source (NoValidHost):
+        # the next tick sees it and retries on the other host, the third
+        # alerts (2 attempts) and posts nothing more
+        reports = self._third_shared_host()
+        self._force_down_source()
+        self.admin_api.microversion = "2.74"
+        endpoint = HarnessCompute(self.admin_api)
+        policy = Policy(evacuation_attempts=2)
+        state, seen = None, []
+        for n in range(3):
+            tick = evacuation_run.tick(endpoint, reports, policy,
+                                       1000.0 + 100 * n, state)
+            evacuation_run.execute(endpoint, tick)
+            state = tick.state
+            seen.append([(a.kind, a.destination) for a in tick.actions
+                         if a.instance == self.server["id"]])
+            if ("evacuate", mock_any) in seen[-1]:
+                self._wait_for_server_parameter(
+                    self.server, {"OS-EXT-STS:task_state": None,
+                                  "OS-EXT-SRV-ATTR:host": self.source})
+        first, second = sorted({"host1", "host2", "host3"} - {self.source})
+        self.assertEqual([[("evacuate", first)],
+                          [("evacuation-failed", first), ("evacuate", second)],
+                          [("alert", second)]], seen)
+        server = self.admin_api.get_server(self.server["id"])
+        self.assertEqual((self.source, "ERROR"),
+                         (server["OS-EXT-SRV-ATTR:host"], server["status"]))
+        self.assertEqual({self.shared: 1}, self._disk())
 
 
 class OurMovesBypassingTheScheduler(OurCases, StockMovesBypassingTheScheduler):
