@@ -181,7 +181,7 @@ def _serve(conn, workdir: str, url: str, db_url: str, databases, sched: str,
     ours = mgrs.get("ours")
     ready = {"start_s": time.perf_counter() - started}
     if ours is not None:
-        view = ours.ext.scheduler().driver.source.view
+        view = ours.ext.scheduler().driver.upkeep
         ready.update(full_read_s=view.full_read_s, source=view.source.name)
     conn.send(ready)
     ctx, select = mgrs["ctx"], mgrs[sched.split("-")[0]].select_destinations
@@ -204,9 +204,9 @@ def _serve(conn, workdir: str, url: str, db_url: str, databases, sched: str,
             conn.send(choice_differs(mgrs, *arg))
         elif command == "report":
             driver = ours.ext.scheduler().driver
-            conn.send({"view": dict(driver.source.view.stats),
+            conn.send({"view": dict(driver.upkeep.stats),
                        "claims": dict(driver.strategy.stats),
-                       "memory": driver.source.view.memory()})
+                       "memory": driver.upkeep.memory()})
         else:
             return
 
@@ -293,7 +293,8 @@ def choice_differs(mgrs: dict, samples: int, limit: int, seed: int) -> dict:
     from scheduler_ext.sources.base import ranked
     rng = random.Random(seed)
     ctx, mgr = mgrs["ctx"], mgrs["ours"]
-    source = mgr.ext.scheduler().driver.source
+    driver = mgr.ext.scheduler().driver
+    source = driver.source
     differs, ranks = 0, []
     for _ in range(samples):
         spec = nova_cell.request_spec(ctx, str(uuidlib.uuid4()),
@@ -301,7 +302,7 @@ def choice_differs(mgrs: dict, samples: int, limit: int, seed: int) -> dict:
         request_filter.process_reqspec(ctx, spec)
         query = nova_request.parse_query(
             nova_request.placement_query(ctx, spec, mgr.host_manager))
-        source.refresh()
+        driver.upkeep.refresh()
         orders = []
         for k in (query.limit, limit):
             best = ranked(source.candidates(query, limit=k),

@@ -2,7 +2,9 @@
 
 ``SchedulerDriver`` loads its candidate source and its move strategy
 through stevedore, by the names in ``[scheduler_ext]``, builds the source
-with the ``Weighing`` it is given (the nova layer passes nova's
+and its upkeep (``SourcePlugin.build``: the engine's ``FleetView``, the one
+object it tells to refresh and asks for reads) with the ``Weighing`` it is
+given (the nova layer passes nova's
 ``[filter_scheduler]`` multipliers and ``host_subset_size``; anyone else
 gets nova's defaults), and answers
 ``select_destinations``: for each instance the claimed Candidate, then up
@@ -26,7 +28,8 @@ from scheduler_ext.engine.weigh import DEFAULT_WEIGHING, Weighing
 from scheduler_ext.moves.request import ScheduleRequest
 from scheduler_ext.placement import Allocations, CandidatesEndpoint, PlacementClient
 from scheduler_ext.placement.model import ConsumerAllocations
-from scheduler_ext.sources.base import Candidate, CandidateSource, Ranking
+from scheduler_ext.sources.base import (Candidate, CandidateSource, FleetUpkeep,
+                                        Ranking, SourcePlugin)
 
 LOG = logging.getLogger(__name__)
 
@@ -105,31 +108,37 @@ class SchedulerDriver:
         self.conf = conf or make_conf()
         opts = self.conf.scheduler_ext
         self.client = client
-        source_cls = load_plugin(SOURCE_NAMESPACE, opts.engine, "engine")
+        plugin: SourcePlugin = load_plugin(SOURCE_NAMESPACE, opts.engine, "engine")
         strategy_cls = load_plugin(STRATEGY_NAMESPACE, opts.move_strategy,
                                    "move_strategy")
-        self.source: CandidateSource = source_cls(client, self.conf,
-                                                 weighing=weighing)
-        self.strategy = self._strategy(strategy_cls, self.source)
+        #: what the source answers from, kept up to date (the engine's
+        #: ``FleetView``); the one object told of refreshes and reads
+        self.upkeep, self.source = plugin.build(client, self.conf,
+                                                weighing=weighing)
+        self.strategy = self._strategy(strategy_cls, self.source, self.upkeep)
         # queries the source cannot answer exactly go to placement itself
         self.fallback = None
         if opts.engine != FALLBACK_SOURCE and isinstance(client, CandidatesEndpoint):
-            fallback_cls = load_plugin(SOURCE_NAMESPACE, FALLBACK_SOURCE, "engine")
-            self.fallback = self._strategy(strategy_cls,
-                                           fallback_cls(client, self.conf,
-                                                        weighing=weighing))
+            fallback: SourcePlugin = load_plugin(SOURCE_NAMESPACE, FALLBACK_SOURCE,
+                                                 "engine")
+            # (with its own upkeep, which keeps nothing)
+            fb_upkeep, fb_source = fallback.build(client, self.conf,
+                                                  weighing=weighing)
+            self.fallback = self._strategy(strategy_cls, fb_source, fb_upkeep)
 
-    def _strategy(self, strategy_cls: Any, source: CandidateSource) -> Any:
+    def _strategy(self, strategy_cls: Any, source: CandidateSource,
+                  upkeep: FleetUpkeep) -> Any:
         opts = self.conf.scheduler_ext
         return strategy_cls(
-            self.client, source, max_claim_attempts=opts.max_claim_attempts,
+            self.client, source, upkeep,
+            max_claim_attempts=opts.max_claim_attempts,
             prefer_same_host=opts.prefer_same_host)
 
     def refresh(self) -> None:
-        """Bring the candidate source's view up to date (every increase
-        placement has taken so far); what ``select_destinations`` does
-        first unless its caller says it has."""
-        self.source.refresh()
+        """Bring the upkeep's view up to date (every increase placement
+        has taken so far); what ``select_destinations`` does first unless
+        its caller says it has."""
+        self.upkeep.refresh()
 
     def select_destinations(self, request: ScheduleRequest,
                             max_alternates: int | None = None,
@@ -157,7 +166,7 @@ class SchedulerDriver:
                     "provider in placement", field="move.source_root",
                     value=move.source_root) from None
         if not refreshed:
-            self.source.refresh()
+            self.upkeep.refresh()
         try:
             return self.strategy.select(request, max_alternates, ranking)
         except errors.Unsupported as exc:
@@ -166,21 +175,21 @@ class SchedulerDriver:
             LOG.info("engine cannot answer (%s); asking placement", exc)
             return self.fallback.select(request, max_alternates, ranking)
         finally:
-            self.source.after_decision()
+            self.upkeep.after_decision()
 
     __call__ = select_destinations
 
     def read_consumer(self, consumer_uuid: str) -> ConsumerAllocations:
         """What one consumer holds (GET /allocations/{consumer}), through the
-        candidate source (the engine with the sql source: one statement on
+        upkeep (the engine's view with the sql source: one statement on
         placement's database; otherwise the placement client)."""
-        return self.source.consumer(consumer_uuid)
+        return self.upkeep.consumer(consumer_uuid)
 
     def holder_root(self, allocs: Allocations) -> str | None:
         """The one root (a compute node) the non-sharing providers of
-        ``allocs`` belong to, as the candidate source's own view knows it
-        (``root_of``); None when the source has no view or cannot tell."""
-        return self.source.root_of(allocs)
+        ``allocs`` belong to, as the upkeep's view knows it (``root_of``);
+        None when there is no view or it cannot tell."""
+        return self.upkeep.root_of(allocs)
 
 
 if TYPE_CHECKING:       # mypy checks the class against the declared contract

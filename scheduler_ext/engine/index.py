@@ -276,6 +276,20 @@ class CapacityIndex:
             return {rc: s[1] for rc, col in self.columns.items()
                     if (s := col.summary(row)) is not None}
 
+    def root_of(self, rp_uuids: Iterable[str]) -> str | None:
+        """The one root the non-sharing providers of ``rp_uuids`` belong to
+        (a server's compute node; shared pools left out); None when one of
+        them is unknown or dead, or they are not under exactly one root."""
+        roots = set()
+        with self.lock:
+            for rp in rp_uuids:
+                row = self.row_of.get(rp)
+                if row is None or not self.alive[row]:
+                    return None
+                if row not in self.sharing_set:
+                    roots.add(self.tree.get(row, (None, rp))[1])
+        return roots.pop() if len(roots) == 1 else None
+
     def memory(self) -> dict[str, float]:
         """Bytes held in numpy arrays, and the per-provider-per-class figure
         (column bytes / (providers x classes))."""

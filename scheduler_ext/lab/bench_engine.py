@@ -167,7 +167,7 @@ def bench_snapshot(fleet: ColumnarFleet, args) -> dict:
     database (SqlSnapshot), and the engine's refresh with nothing changed
     and with 100 providers changed (a one-VCPU claim each), against one GET
     /allocation_candidates."""
-    from scheduler_ext.sources.engine import EngineCandidateSource
+    from scheduler_ext.sources.fleet_view import FleetView
     from scheduler_ext.driver import make_conf
     from scheduler_ext.placement.client import read_provider
     from scheduler_ext.placement.http import HttpPlacement
@@ -187,8 +187,8 @@ def bench_snapshot(fleet: ColumnarFleet, args) -> dict:
         api_s = list_s + per_s / len(sample) * n
         conf = make_conf(snapshot_source="sql",
                          placement_database_connection=f"sqlite:///{db}")
-        initial_s, source = timed(lambda: EngineCandidateSource(client, conf))
-        same = [timed(source.refresh)[0] for _ in range(3)]
+        initial_s, view = timed(lambda: FleetView(client, conf))
+        same = [timed(view.refresh)[0] for _ in range(3)]
         # 100 providers changed as other schedulers change them: a claim
         # each (the refresh reads what was written, not the fleet)
         for k, p in enumerate(sample[:100]):
@@ -197,7 +197,7 @@ def bench_snapshot(fleet: ColumnarFleet, args) -> dict:
                                        AllocationWrite({p.uuid: {"VCPU": 1}}, "b", "b", None))
             except errors.Conflict:
                 continue
-        changed_s, _ = timed(source.refresh)
+        changed_s, _ = timed(view.refresh)
         probe = flavor_requests(limit=1000)[1].to_query()
         ac_s = min(timed(lambda: client.allocation_candidates(probe))[0]
                    for _ in range(2))

@@ -19,7 +19,6 @@ from scheduler_ext import driver as se_driver
 from scheduler_ext.lab.nova_model import SchedulerUnreachable
 from scheduler_ext.placement import PlacementClient, allocations
 from scheduler_ext.sources.changes import FeedChanges
-from scheduler_ext.sources.engine import EngineCandidateSource
 from scheduler_ext.sources.fleet_view import FleetView
 
 STOCK, OURS = "stock", "same_host"
@@ -142,8 +141,7 @@ class Scheduler:
         return se_driver.SchedulerDriver(client, self.conf)
 
     def select(self, request: Any, ranking: Any = None) -> Any:
-        source = self.driver.source
-        view = source.view if isinstance(source, EngineCandidateSource) else None
+        view = self.driver.upkeep
         if isinstance(view, FleetView) and not isinstance(view.source, FeedChanges):
             # a real placement hides decreases from the view's poll; the
             # two runs are compared decision for decision

@@ -129,7 +129,7 @@ class Run:
         drv = se_driver.SchedulerDriver(self.client, se_driver.make_conf(
             move_strategy=strategy))
         self.model.scheduler = drv.select_destinations
-        view = getattr(drv.source, "view", None)
+        view = drv.upkeep
         if isinstance(view, FleetView) and not isinstance(view.source, FeedChanges):
             # a real placement hides decreases from the view's poll (see
             # sources.fleet_view); runs compared decision for decision

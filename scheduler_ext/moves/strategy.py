@@ -54,8 +54,8 @@ from scheduler_ext.moves.consumers import Held
 from scheduler_ext.moves.request import ScheduleRequest
 from scheduler_ext.placement import (AllocationWrite, Allocations,
                                      PlacementClient, allocations)
-from scheduler_ext.sources.base import (Candidate, CandidateSource, Inserted,
-                                        Ranking, RankedSource)
+from scheduler_ext.sources.base import (Candidate, CandidateSource, FleetUpkeep,
+                                        Inserted, Ranking, RankedSource)
 
 LOG = logging.getLogger(__name__)
 
@@ -70,11 +70,13 @@ class SameHostMoveStrategy:
 
     releases_old = True
 
-    def __init__(self, client: PlacementClient, source: CandidateSource, *,
-                 max_alternates: int = 2, max_claim_attempts: int = 3,
-                 prefer_same_host: bool = False):
+    def __init__(self, client: PlacementClient, source: CandidateSource,
+                 upkeep: FleetUpkeep, *, max_alternates: int = 2,
+                 max_claim_attempts: int = 3, prefer_same_host: bool = False):
         self.client = client
         self.source = source
+        #: told of every write and refused claim, asked to recheck
+        self.upkeep = upkeep
         #: claims tried, conflicts met, hosts claimed (for the benchmarks)
         self.stats: collections.Counter = collections.Counter()
         self.max_alternates = max_alternates
@@ -104,16 +106,16 @@ class SameHostMoveStrategy:
                 done.append(instance)
         except errors.SchedulerExtError:
             for instance in done:
-                self._undo_boot(source, instance)
+                self._undo_boot(instance)
             raise
         return out
 
     # ----------------------------------------------------------- internals
-    def _undo_boot(self, source: CandidateSource, instance: str) -> None:
+    def _undo_boot(self, instance: str) -> None:
         current = self.client.get_consumer(instance)
         if current.allocations:
             self.client.put_allocations(instance, current.write({}))
-            source.changed(current.allocations)
+            self.upkeep.changed(current.allocations)
 
     def _place(self, source: CandidateSource, request: ScheduleRequest,
                instance: str, alts: int) -> list[Candidate]:
@@ -147,8 +149,8 @@ class SameHostMoveStrategy:
         it goes elsewhere), ``released`` what the view may treat as free on
         the source."""
         choices, pool, apart = self._choices(source, request, released, limit)
-        if not choices and source.recheck(request.query, limit,
-                                          _recheck_also(request, released)):
+        if not choices and self.upkeep.recheck(request.query, limit,
+                                               _recheck_also(request, released)):
             choices, pool, apart = self._choices(source, request, released,
                                                  limit)
         if not choices:
@@ -166,7 +168,7 @@ class SameHostMoveStrategy:
             except errors.Conflict as exc:
                 self.stats["conflicts"] += 1
                 failures.append(f"{cand.root}: {exc.detail}")
-                source.changed(cand.allocations)
+                self.upkeep.changed(cand.allocations)
                 if isinstance(exc, errors.ConcurrentUpdate):
                     # a consumer was written in between: retry the same
                     # host only if what we computed from is unchanged
@@ -175,7 +177,7 @@ class SameHostMoveStrategy:
                 else:
                     pos += 1
                 continue
-            source.wrote(held.old(), allocations.total(
+            self.upkeep.wrote(held.old(), allocations.total(
                 *(w.allocations for w in writes.values())))
             self.stats["claimed"] += 1
             LOG.info("instance %s: claimed %s on %s", instance,

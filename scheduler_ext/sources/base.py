@@ -3,7 +3,8 @@
 A ``CandidateSource`` answers "which hosts fit this query, best first", for
 a boot (``candidates``) and for a move (``move_candidates``: every host
 weighed against one view in which the moving server's old allocations may
-be treated as free). A ``Ranking`` re-orders, and may drop, candidates for
+be treated as free). Keeping what it answers from up to date is another
+object's job, its ``FleetUpkeep``; a ``SourcePlugin`` builds the two. A ``Ranking`` re-orders, and may drop, candidates for
 one call (nova's host filters and weighers, for instance); it is passed
 per call, never stored in a source.
 """
@@ -15,6 +16,10 @@ import itertools
 import operator
 from typing import TYPE_CHECKING, Iterable, Mapping, Protocol, Sequence
 
+from oslo_config import cfg
+
+from scheduler_ext.engine.weigh import DEFAULT_WEIGHING, Weighing
+from scheduler_ext.placement.client import PlacementClient
 from scheduler_ext.placement.model import Allocations, ConsumerAllocations
 from scheduler_ext.placement.query import CandidateRequest
 
@@ -67,14 +72,8 @@ class MoveCandidates:
 
 
 class CandidateSource(Protocol):
-    """Where candidates come from (the numpy engine, or placement)."""
-
-    def refresh(self) -> None:
-        """Bring any cached view up to date before a decision."""
-
-    def after_decision(self) -> None:
-        """A decision has been answered: start background upkeep that is
-        due (never waits for it)."""
+    """Where candidates come from (the numpy engine, or placement): it
+    answers, and keeps nothing up to date (its ``FleetUpkeep`` does)."""
 
     def candidates(self, query: CandidateRequest, *,
                    limit: int) -> Sequence[Candidate]:
@@ -84,6 +83,20 @@ class CandidateSource(Protocol):
                         source: str, released: Allocations | None) -> MoveCandidates:
         """Candidates of a move from ``source``; ``released`` (the old
         allocations) are treated as free for the source host only."""
+
+
+class FleetUpkeep(Protocol):
+    """The upkeep of what a source answers from: the engine's cached view
+    of placement (``fleet_view.FleetView``), or nothing when the source
+    asks placement itself (``placement.PlacementUpkeep``). The driver and
+    the strategy tell it of decisions and writes; sources never do."""
+
+    def refresh(self) -> None:
+        """Bring any cached view up to date before a decision."""
+
+    def after_decision(self) -> None:
+        """A decision has been answered: start background upkeep that is
+        due (never waits for it)."""
 
     def changed(self, providers: Iterable[str]) -> None:
         """The allocations on these providers were (maybe) written."""
@@ -102,13 +115,25 @@ class CandidateSource(Protocol):
 
     def consumer(self, consumer_uuid: str) -> ConsumerAllocations:
         """What one consumer holds in placement, read now through the
-        source's own channel (``GET /allocations/{consumer}`` or its SQL
+        upkeep's own channel (``GET /allocations/{consumer}`` or its SQL
         equivalent)."""
 
     def root_of(self, allocs: Allocations) -> str | None:
         """The one root the non-sharing providers of ``allocs`` belong to
-        in the source's view; None when the source keeps no view, a
-        provider is unknown to it, or there is not exactly one."""
+        in the cached view; None when no view is kept, a provider is
+        unknown to it, or there is not exactly one."""
+
+
+class SourcePlugin(Protocol):
+    """What a ``scheduler_ext.engine`` plugin is (the class stevedore
+    loads by the ``[scheduler_ext] engine`` name): ``build`` makes the
+    upkeep object and the source that answers from what it keeps."""
+
+    def build(self, client: PlacementClient, conf: cfg.ConfigOpts,
+              weighing: Weighing = DEFAULT_WEIGHING
+              ) -> tuple[FleetUpkeep, CandidateSource]:
+        """(upkeep, source) over ``client``, hosts ordered by
+        ``weighing``."""
 
 
 class Ranking(Protocol):
@@ -242,28 +267,6 @@ class RankedSource:
     def __init__(self, inner: CandidateSource, ranking: Ranking):
         self.inner = inner
         self.ranking = ranking
-
-    def refresh(self) -> None:
-        self.inner.refresh()
-
-    def after_decision(self) -> None:
-        self.inner.after_decision()
-
-    def changed(self, providers: Iterable[str]) -> None:
-        self.inner.changed(providers)
-
-    def wrote(self, before: Allocations, after: Allocations) -> None:
-        self.inner.wrote(before, after)
-
-    def recheck(self, query: CandidateRequest, limit: int,
-                also: Iterable[str] = ()) -> bool:
-        return self.inner.recheck(query, limit, also)
-
-    def consumer(self, consumer_uuid: str) -> ConsumerAllocations:
-        return self.inner.consumer(consumer_uuid)
-
-    def root_of(self, allocs: Allocations) -> str | None:
-        return self.inner.root_of(allocs)
 
     def candidates(self, query: CandidateRequest, *,
                    limit: int) -> Sequence[Candidate]:

@@ -1,9 +1,11 @@
-"""The numpy engine as the driver's candidate source, over a ``FleetView``
-(the engine's cached view of placement, see ``fleet_view``)."""
+"""The numpy engine as the driver's candidate source: it answers from the
+``CapacityIndex`` a ``FleetView`` keeps (the engine's cached view of
+placement, see ``fleet_view``); the view, not the source, is kept up to
+date."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 from oslo_config import cfg
@@ -13,58 +15,32 @@ from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.engine.pinned import pinned, whole_devices
 from scheduler_ext.engine.weigh import DEFAULT_WEIGHING, Weighing, top_k
 from scheduler_ext.placement import Allocations, PlacementClient
-from scheduler_ext.placement.model import ConsumerAllocations
 from scheduler_ext.placement.query import CandidateRequest
-from scheduler_ext.sources.base import Candidate, CandidateSource, MoveCandidates
+from scheduler_ext.sources.base import (Candidate, CandidateSource, MoveCandidates,
+                                        SourcePlugin)
 from scheduler_ext.sources.fleet_view import FleetView
 from scheduler_ext.sources.picked import PickedBatch, picked_candidates
 
 
 class EngineCandidateSource:
-    """``CandidateSource`` backed by the numpy CapacityIndex; hosts are
-    ordered by ``weighing`` (under nova, nova's own options)."""
+    """``CandidateSource`` answering from a ``CapacityIndex`` (the one a
+    ``FleetView`` keeps, see ``build``); hosts are ordered by ``weighing``
+    (under nova, nova's own options). It only reads the index."""
 
-    def __init__(self, client: PlacementClient, conf: cfg.ConfigOpts,
+    def __init__(self, index: CapacityIndex,
                  weighing: Weighing = DEFAULT_WEIGHING):
         self.weigher = weighing.weigher
         self.host_subset_size = weighing.host_subset_size
-        self.view = FleetView(client, conf)
-        self.index = self.view.index
+        self.index = index
 
-    def refresh(self) -> None:
-        self.view.refresh()
-
-    def after_decision(self) -> None:
-        """The fleet view's background re-read, when due."""
-        self.view.reread_if_due()
-
-    def changed(self, providers: Iterable[str]) -> None:
-        self.view.changed(providers)
-
-    def wrote(self, before: Allocations, after: Allocations) -> None:
-        self.view.wrote(before, after)
-
-    def recheck(self, query: CandidateRequest, limit: int,
-                also: Iterable[str] = ()) -> bool:
-        return self.view.recheck(query, limit, also)
-
-    def consumer(self, consumer_uuid: str) -> ConsumerAllocations:
-        """What one consumer holds, through the view's change source."""
-        return self.view.consumer(consumer_uuid)
-
-    def root_of(self, allocs: Allocations) -> str | None:
-        """The one root the non-sharing providers of ``allocs`` belong to
-        in the view (a server's compute node; shared pools left out), None
-        when a provider is unknown or there is not exactly one."""
-        ix, roots = self.index, set()
-        with ix.lock:
-            for rp in allocs:
-                row = ix.row_of.get(rp)
-                if row is None or not ix.alive[row]:
-                    return None
-                if row not in ix.sharing_set:
-                    roots.add(ix.tree.get(row, (None, rp))[1])
-        return roots.pop() if len(roots) == 1 else None
+    @classmethod
+    def build(cls, client: PlacementClient, conf: cfg.ConfigOpts,
+              weighing: Weighing = DEFAULT_WEIGHING
+              ) -> tuple[FleetView, "EngineCandidateSource"]:
+        """A ``FleetView`` of ``client``'s placement (one full read) and
+        the source answering from its index."""
+        view = FleetView(client, conf)
+        return view, cls(view.index, weighing)
 
     # --------------------------------------------------------- candidates
     def candidates(self, query: CandidateRequest, *, limit: int) -> PickedBatch:
@@ -175,5 +151,6 @@ def _candidate(fit: Fit, i: int, weight: float) -> Candidate:
     return picked_candidates(fit, [i], [weight])[0]
 
 
-if TYPE_CHECKING:       # mypy checks the class against the declared contract
+if TYPE_CHECKING:       # mypy checks the class against the declared contracts
     _IS_A_SOURCE: type[CandidateSource] = EngineCandidateSource
+    _IS_A_PLUGIN: SourcePlugin = EngineCandidateSource

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Iterable, cast
+from typing import TYPE_CHECKING, Iterable, cast
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -45,6 +45,7 @@ from scheduler_ext.placement.client import CandidatesEndpoint, ChangeFeed
 from scheduler_ext.placement.model import ConsumerAllocations
 from scheduler_ext.sources.changes import (ApiChanges, ChangeFeedClient, IndexUpdate,
                                            ChangeSource, FeedChanges)
+from scheduler_ext.sources.base import FleetUpkeep
 from scheduler_ext.sources.sql_changes import SqlChanges
 
 LOG = logging.getLogger(__name__)
@@ -89,7 +90,7 @@ def choose_source(client: PlacementClient, conf: cfg.ConfigOpts) -> ChangeSource
 
 class FleetView:
     """Every provider of placement in a ``CapacityIndex`` (see the module
-    docstring). Built with one full read (log: source, seconds, fleet
+    docstring): the engine source's ``FleetUpkeep``. Built with one full read (log: source, seconds, fleet
     size); thread-safe."""
 
     #: the slow-API warning is given once per process
@@ -169,6 +170,16 @@ class FleetView:
                 time.monotonic() - self._reread_at < self.reread_interval:
             return False
         return self.start_reread()
+
+    def after_decision(self) -> None:
+        """The upkeep due once a decision is answered: the background
+        re-read, when due (``reread_if_due``)."""
+        self.reread_if_due()
+
+    def root_of(self, allocs: Allocations) -> str | None:
+        """The one root the non-sharing providers of ``allocs`` belong to
+        in the view (``CapacityIndex.root_of``)."""
+        return self.index.root_of(allocs)
 
     def consumer(self, consumer_uuid: str) -> ConsumerAllocations:
         """What one consumer holds, read through the change source (one
@@ -324,3 +335,7 @@ class FleetView:
         out = dict(self.index.memory())
         out["tracking"] = self.source.tracking_bytes() + 100 * len(self._touched or ())
         return out
+
+
+if TYPE_CHECKING:       # mypy checks the class against the declared contract
+    _IS_AN_UPKEEP: type[FleetUpkeep] = FleetView

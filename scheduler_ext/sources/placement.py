@@ -38,7 +38,8 @@ from scheduler_ext.placement.client import read_listed_providers, read_provider
 from scheduler_ext.placement.model import (ConsumerAllocations, FleetSnapshot,
                                            ProviderRecord)
 from scheduler_ext.placement.query import CandidateRequest
-from scheduler_ext.sources.base import Candidate, CandidateSource, MoveCandidates
+from scheduler_ext.sources.base import (Candidate, CandidateSource, FleetUpkeep,
+                                        MoveCandidates, SourcePlugin)
 
 
 class PlacementCandidateSource:
@@ -58,30 +59,14 @@ class PlacementCandidateSource:
         self.results = opts.placement_results_limit
         self.weigher = weighing.weigher
 
-    def refresh(self) -> None:
-        """Nothing is cached."""
-
-    def after_decision(self) -> None:
-        """Nothing is cached."""
-
-    def changed(self, providers: Iterable[str]) -> None:
-        """Nothing is cached."""
-
-    def wrote(self, before: Allocations, after: Allocations) -> None:
-        """Nothing is cached."""
-
-    def recheck(self, query: CandidateRequest, limit: int,
-                also: Iterable[str] = ()) -> bool:
-        """Placement's answer is always fresh: nothing to re-read."""
-        return False
-
-    def consumer(self, consumer_uuid: str) -> ConsumerAllocations:
-        """``GET /allocations/{consumer}``."""
-        return self.client.get_consumer(consumer_uuid)
-
-    def root_of(self, allocs: Allocations) -> str | None:
-        """None: no view is kept (the caller reads placement)."""
-        return None
+    @classmethod
+    def build(cls, client: PlacementClient, conf: cfg.ConfigOpts,
+              weighing: Weighing = DEFAULT_WEIGHING
+              ) -> tuple["PlacementUpkeep", "PlacementCandidateSource"]:
+        """The source and its upkeep (which keeps nothing: see
+        ``PlacementUpkeep``)."""
+        source = cls(client, conf, weighing)
+        return PlacementUpkeep(client), source
 
     def _ask(self, query: CandidateRequest) -> tuple[list[Candidate], dict]:
         params = query.replace(limit=self.results).to_query()
@@ -193,6 +178,42 @@ class PlacementCandidateSource:
         return records
 
 
+class PlacementUpkeep:
+    """The ``FleetUpkeep`` of ``PlacementCandidateSource``: that source
+    keeps no view (placement answers every decision afresh), so there is
+    nothing to bring up to date or tell of a write; the reads go to
+    placement."""
+
+    def __init__(self, client: PlacementClient):
+        self.client = client
+
+    def refresh(self) -> None:
+        """No view: nothing to refresh."""
+
+    def after_decision(self) -> None:
+        """No view: no background re-read."""
+
+    def changed(self, providers: Iterable[str]) -> None:
+        """No view: nothing to re-read."""
+
+    def wrote(self, before: Allocations, after: Allocations) -> None:
+        """No view: the next answer is placement's, our write in it."""
+
+    def recheck(self, query: CandidateRequest, limit: int,
+                also: Iterable[str] = ()) -> bool:
+        """False: placement's answer was already fresh, asking again
+        would answer the same."""
+        return False
+
+    def consumer(self, consumer_uuid: str) -> ConsumerAllocations:
+        """``GET /allocations/{consumer}``."""
+        return self.client.get_consumer(consumer_uuid)
+
+    def root_of(self, allocs: Allocations) -> str | None:
+        """None: no view is kept (the caller reads placement)."""
+        return None
+
+
 def _root(req: dict, summaries: dict) -> str:
     """The anchor root of an allocation request: the root of a provider that
     is not a sharing provider (placement summaries carry traits)."""
@@ -203,5 +224,7 @@ def _root(req: dict, summaries: dict) -> str:
     return next(iter(req["allocations"]))
 
 
-if TYPE_CHECKING:       # mypy checks the class against the declared contract
+if TYPE_CHECKING:       # mypy checks the classes against the declared contracts
     _IS_A_SOURCE: type[CandidateSource] = PlacementCandidateSource
+    _IS_A_PLUGIN: SourcePlugin = PlacementCandidateSource
+    _IS_AN_UPKEEP: type[FleetUpkeep] = PlacementUpkeep

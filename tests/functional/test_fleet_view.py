@@ -124,7 +124,7 @@ def test_concurrent_writers_view_conservative_then_exact(placement, client, sour
         snapshot_source=source, placement_database_connection=db,
         reread_interval=3600.0, max_claim_attempts=6)
     drv = se_driver.SchedulerDriver(client, conf)
-    view: FleetView = drv.source.view
+    view: FleetView = drv.upkeep
     writers = Writers(url, hosts)
     writers.start()
     booted, refused = 0, 0
@@ -197,7 +197,7 @@ def test_claim_refused_after_a_racing_write_is_counted_and_recovered(
         snapshot_source=source, placement_database_connection=placement[1],
         reread_interval=3600.0)
     drv = se_driver.SchedulerDriver(client, conf)
-    polled = drv.source.refresh
+    polled = drv.upkeep.refresh
     raced: list[str] = []
 
     def refresh_then_race():
@@ -208,12 +208,12 @@ def test_claim_refused_after_a_racing_write_is_counted_and_recovered(
                 {best: {"VCPU": 2}}, "other", "other", None))
             raced.append(best)
 
-    drv.source.refresh = refresh_then_race
+    drv.upkeep.refresh = refresh_then_race
     first = drv.select_destinations(ScheduleRequest(
         (str(uuid.UUID(int=1)),), CandidateRequest({"VCPU": 1}), "p", "u"), max_alternates=0)
     assert drv.strategy.stats["conflicts"] == 1
     assert first[0][0].root != raced[0]
-    assert drv.source.view.index.usage(raced[0])["VCPU"] == 2
+    assert drv.upkeep.index.usage(raced[0])["VCPU"] == 2
     for n in range(2, 5):   # the other hosts' 3 remaining VCPUs, no retry
         drv.select_destinations(ScheduleRequest(
             (str(uuid.UUID(int=n)),), CandidateRequest({"VCPU": 1}), "p", "u"), max_alternates=0)
@@ -238,7 +238,7 @@ def test_hidden_decrease_never_gives_no_valid_host(placement, client):
             {host: {"VCPU": 2}}, "other", "other", None))
     conf = se_driver.make_conf(snapshot_source="api", reread_interval=3600.0)
     drv = se_driver.SchedulerDriver(client, conf)
-    view: FleetView = drv.source.view
+    view: FleetView = drv.upkeep
     request = ScheduleRequest((str(uuid.UUID(int=7)),),
                               CandidateRequest({"VCPU": 1}), "p", "u")
     with pytest.raises(errors.NoValidHost):

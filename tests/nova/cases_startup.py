@@ -31,7 +31,7 @@ class ServiceStart(OurCases, integrated_helpers.ProviderUsageBaseTestCase):
         self.assertFalse(manager.ext.started)
         manager.post_start_hook()
         self.assertTrue(manager.ext.started)
-        view = manager.ext.scheduler().driver.source.view
+        view = manager.ext.scheduler().driver.upkeep
         self.assertIn(rp, view.index.row_of)
         self.assertGreater(view.full_read_s, 0.0)
 

@@ -22,8 +22,8 @@ def test_refreshed_skips_the_drivers_own_refresh(monkeypatch):
     host = small_host(client)
     drv, _ = start(client)
     calls = []
-    refresh = drv.source.refresh
-    monkeypatch.setattr(drv.source, "refresh", lambda: calls.append(1) or refresh())
+    refresh = drv.upkeep.refresh
+    monkeypatch.setattr(drv.upkeep, "refresh", lambda: calls.append(1) or refresh())
     drv.refresh()
     sels = drv.select_destinations(_boot(1), refreshed=True)
     assert len(calls) == 1 and sels[0][0].root == host

@@ -210,13 +210,13 @@ def test_moves_keep_per_provider_invariants_with_two_sharing_providers(
     others: dict[str, str] = {}
     ours = Interfering(client, data.draw, nodes, others)
     # what SchedulerDriver builds (without stevedore's entry-point scan
-    # per example): the engine source and the same-host strategy
-    source = EngineCandidateSource(ours, CONF)
-    strategy = SameHostMoveStrategy(ours, source,
+    # per example): the engine source, its view and the same-host strategy
+    view, source = EngineCandidateSource.build(ours, CONF)
+    strategy = SameHostMoveStrategy(ours, source, view,
                                     prefer_same_host=prefer_same_host)
 
     def select(request):
-        source.refresh()
+        view.refresh()
         return strategy.select(request)
     model = NovaModel(client, select, uuid_factory=uuid_factory(7))
     disk: dict[str, tuple[str, str]] = {}

@@ -95,7 +95,7 @@ def test_candidates_are_the_engines_best_with_their_allocations():
     for i in range(6):
         small_host(client, f"host{i}", disk=i % 2 == 0, aggregates=(agg,))
     add_host(client, "ss", {"DISK_GB": Inventory(5000)}, (agg,), (SHARING_TRAIT,))
-    source = EngineCandidateSource(client, se_driver.make_conf())
+    _, source = EngineCandidateSource.build(client, se_driver.make_conf())
     query = CandidateRequest({"VCPU": 1, "MEMORY_MB": 1024, "DISK_GB": 100})
     got = source.candidates(query, limit=4)
     expected = source.index.select(query, weigher=source.weigher, k=4)
@@ -123,7 +123,7 @@ def test_holder_root_is_the_compute_root_of_the_allocations():
     client.set_inventories(numa.uuid, numa.generation,
                            {"CUSTOM_PMEM": Inventory(4)})
     drv, _ = start(client)
-    drv.source.refresh()
+    drv.refresh()
     root = drv.holder_root
     assert root({host: {"VCPU": 1}, pool: {"DISK_GB": 10}}) == host
     assert root({numa.uuid: {"CUSTOM_PMEM": 1}, pool: {"DISK_GB": 10}}) == host

@@ -224,7 +224,7 @@ def test_a_due_reread_starts_once_the_decision_is_answered_not_beside_it(
     from scheduler_ext.moves.request import ScheduleRequest
     client, _ = _hosts()
     drv = se_driver.SchedulerDriver(client, _conf(reread_interval=0.01))
-    view = drv.source.view
+    view = drv.upkeep
     events = []
     monkeypatch.setattr(view, "start_reread", lambda: events.append("reread") or True)
     decide = drv.strategy.select

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from scheduler_ext.engine import CapacityIndex, Weigher
-from scheduler_ext.engine.weigh import top_k
+from scheduler_ext.engine.weigh import Weighing, top_k
 from scheduler_ext.lab import nested, reference, synthetic
 from scheduler_ext.lab.bench_engine import flavor_requests
 from scheduler_ext.lab.nested_requests import random_nested_requests
@@ -26,12 +26,8 @@ from scheduler_ext.sources.picked import picked_candidates
 
 def _source(index, weigher=None):
     """An EngineCandidateSource over ``index`` (no placement behind it)."""
-    src = engine_source.EngineCandidateSource.__new__(
-        engine_source.EngineCandidateSource)
-    src.index = index
-    src.weigher = weigher or Weigher.nova(1.0, 0.5, 0.25)
-    src.host_subset_size = 1
-    return src
+    return engine_source.EngineCandidateSource(
+        index, Weighing(weigher or Weigher.nova(1.0, 0.5, 0.25), 1))
 
 
 def held_fit_others(src, query, limit, source, released) -> list:

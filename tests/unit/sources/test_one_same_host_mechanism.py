@@ -85,7 +85,7 @@ def test_engine_and_placement_sources_give_the_same_same_host_candidate(
         data, seed):
     client = EmbeddedPlacement()
     hosts = _fleet(client, data.draw, uuid_factory(seed))
-    engine = EngineCandidateSource(client, CONF)
+    view, engine = EngineCandidateSource.build(client, CONF)
     old_query = _flavor(data.draw)
     booted = engine.candidates(old_query, limit=10)
     if not booted:
@@ -98,8 +98,8 @@ def test_engine_and_placement_sources_give_the_same_same_host_candidate(
         None, "MIGRATION"))
     released = {rp: dict(res) for rp, res in old.allocations.items()}
     query = _flavor(data.draw)
-    engine.refresh()
-    placement = PlacementCandidateSource(PlacementWithCandidates(client), CONF)
+    view.refresh()
+    _, placement = PlacementCandidateSource.build(PlacementWithCandidates(client), CONF)
     try:
         want = engine.move_candidates(query, limit=5, source=old.root,
                                       released=released)
