@@ -48,7 +48,7 @@ from scheduler_ext.engine.fleet.columnar import ColumnarFleet
 from scheduler_ext.engine.fleet.columns import Column, column_name, summary_capacity
 from scheduler_ext.engine.fleet.membership import AggregateSets, TraitBits
 from scheduler_ext.engine.tree import query as tree_query
-from scheduler_ext.engine.weigh import Weigher
+from scheduler_ext.engine.weigh import Weigher, top_k
 from scheduler_ext.placement import allocations, validation
 from scheduler_ext.placement.model import SHARING_TRAIT, FleetSnapshot, ProviderRecord
 from scheduler_ext.placement.query import CandidateRequest
@@ -147,13 +147,16 @@ class CapacityIndex:
     Thread-safe (``lock``). Build with ``from_snapshot`` or
     ``from_columnar``. The row storage is public for the engine's readers
     (``Solver``, ``Enumerator``, the tree path, ``Fit``, ``pinned``; they
-    see it as ``fleet.rows.Rows``), which hold ``lock`` and never write it: ``n_rows`` rows, ``uuids[row]``,
-    ``row_of[uuid]``, ``generations``, ``alive``, ``key_hi``/``key_lo``
-    (uuid order), ``columns[rc]``, ``traits``, ``aggregates``,
-    ``sharing_set`` (rows) and ``tree`` (row -> (parent, root) of nested
-    rows). ``single_precision_ratio=True`` mirrors a MySQL /
-    MariaDB placement whose FLOAT column rounds allocation ratios to
-    float32 in the SQL filter. Resource classes held by fewer than
+    see it as ``fleet.rows.Rows``), which hold ``lock`` and never write
+    it: ``n_rows`` rows, ``uuids[row]``, ``row_of[uuid]``,
+    ``generations``, ``alive``, ``key_hi``/``key_lo`` (uuid order),
+    ``columns[rc]``, ``traits``, ``aggregates``, ``sharing_set`` (rows)
+    and ``tree`` (row -> (parent, root) of nested rows). Outside the
+    engine providers are named by uuid (``row``, ``rows_of``, ``live``,
+    ``live_uuids``, ``root_of``, ``best_of``; the architecture test holds
+    to that). ``single_precision_ratio=True`` mirrors a MySQL / MariaDB
+    placement whose FLOAT column rounds allocation ratios to float32 in
+    the SQL filter. Resource classes held by fewer than
     ``dense_threshold`` of the providers are stored sparse.
     """
 
@@ -275,6 +278,41 @@ class CapacityIndex:
                 return {}
             return {rc: s[1] for rc, col in self.columns.items()
                     if (s := col.summary(row)) is not None}
+
+    # ------------------------------------------------------ rows by name
+    # (for the readers outside the engine, which name providers by uuid
+    # and rows only as a ``Fit`` gives them)
+    def row(self, rp_uuid: str) -> int | None:
+        """The row ``rp_uuid`` is held in (what a ``Fit``'s rows name it
+        by); None when the index never held it."""
+        return self.row_of.get(rp_uuid)
+
+    def rows_of(self, rp_uuids: Iterable[str]) -> np.ndarray:
+        """The rows of those of ``rp_uuids`` the index holds, in order
+        (int64; the others left out)."""
+        return np.array([r for u in rp_uuids if (r := self.row_of.get(u)) is not None],
+                        np.int64)
+
+    def row_mask(self, rows: Sequence[int] | np.ndarray) -> np.ndarray:
+        """bool per row of the index, True at ``rows``."""
+        mask = np.zeros(self.n_rows, bool)
+        mask[np.asarray(rows, np.int64)] = True
+        return mask
+
+    def live(self, rp_uuids: Sequence[str | None]) -> np.ndarray:
+        """bool per uuid: held and not removed (None: False)."""
+        rows = np.array([-1 if u is None else self.row_of.get(u, -1)
+                         for u in rp_uuids], np.int64)
+        return (rows >= 0) & self.alive[rows]    # row -1: masked
+
+    def live_uuids(self) -> list[str]:
+        """Every provider held (not removed)."""
+        return [u for u, row in list(self.row_of.items()) if self.alive[row]]
+
+    def best_of(self, weights: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
+        """Positions of the ``k`` best of ``rows``: ``weights`` descending,
+        then the uuid ascending (``weigh.top_k``)."""
+        return top_k(weights, self.key_hi, self.key_lo, k, rows=rows)
 
     def root_of(self, rp_uuids: Iterable[str]) -> str | None:
         """The one root the non-sharing providers of ``rp_uuids`` belong to

@@ -46,11 +46,6 @@ class ChangeFeedClient(PlacementClient, ChangeFeed, Protocol):
 UsageRow = tuple[str, str, int]
 
 
-def live_uuids(index: CapacityIndex) -> list[str]:
-    """Every provider ``index`` holds (not removed)."""
-    return [u for u, row in list(index.row_of.items()) if index.alive[row]]
-
-
 @dataclasses.dataclass
 class IndexUpdate:
     """What a source found, as a write to the capacity index
@@ -128,7 +123,7 @@ class ApiChanges:
         moved = [p for p in listed if index.generation(p.uuid) != p.generation]
         records, gone = read_listed_providers(self.client, moved)
         seen = {p.uuid for p in listed}
-        return IndexUpdate(records, gone + [u for u in live_uuids(index) if u not in seen])
+        return IndexUpdate(records, gone + [u for u in index.live_uuids() if u not in seen])
 
     def read(self, uuids: Iterable[str]) -> IndexUpdate:
         out = IndexUpdate()
@@ -145,7 +140,7 @@ class ApiChanges:
 
     def reread(self, index: CapacityIndex) -> IndexUpdate:
         out = IndexUpdate(usages=[])
-        for u in live_uuids(index):
+        for u in index.live_uuids():
             try:
                 used = self.client.get_usages(u)
             except errors.NotFound:
@@ -184,7 +179,7 @@ class FeedChanges:
             snap = self.full_read()
             seen = {r.provider.uuid for r in snap.providers}
             return IndexUpdate(list(snap.providers),
-                           [u for u in live_uuids(index) if u not in seen])
+                           [u for u in index.live_uuids() if u not in seen])
         self.position = news.position
         return self.read(news.providers)
 

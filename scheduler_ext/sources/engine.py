@@ -13,7 +13,7 @@ from oslo_config import cfg
 from scheduler_ext.engine.fit import Fit
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.engine.pinned import pinned, whole_devices
-from scheduler_ext.engine.weigh import DEFAULT_WEIGHING, Weighing, top_k
+from scheduler_ext.engine.weigh import DEFAULT_WEIGHING, Weighing
 from scheduler_ext.placement import Allocations, PlacementClient
 from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.sources.base import (Candidate, CandidateSource, MoveCandidates,
@@ -60,9 +60,11 @@ class EngineCandidateSource:
         held view."""
         fit = self.index.fit(query, released or None)
         weights = self.weigher.weigh(fit.free, len(fit))
-        src_row = self.index.row_of.get(source, -1)
+        src_row = self.index.row(source)
+        if src_row is None:
+            src_row = -1        # a row no fit holds
         i = _position(fit.rows, src_row)
-        redo = _drawing_on(fit, released) if released else \
+        redo = _drawing_on(self.index, fit, released) if released else \
             np.zeros(len(fit), bool)
         held = self.index.fit(query, only=fit.rows[redo]) if redo.any() else None
         same = held_source = None
@@ -75,8 +77,7 @@ class EngineCandidateSource:
         mine = np.flatnonzero(~redo & (fit.rows != src_row))
         parts: list[tuple[Fit, np.ndarray, np.ndarray]] = [(fit, mine, weights[mine])]
         if held is not None:
-            again = np.zeros(self.index.n_rows, bool)
-            again[fit.rows[redo]] = True
+            again = self.index.row_mask(fit.rows[redo])
             j = _position(held.rows, src_row)
             if j is not None and i is not None and redo[i]:
                 held_source = self._on_source(held, j, weights[i], released, None)
@@ -104,12 +105,10 @@ class EngineCandidateSource:
         return None if kept is None else Candidate(cand.root, kept[0], weight, kept[1])
 
 
-def _drawing_on(fit: Fit, released: Allocations) -> np.ndarray:
-    """bool per root of ``fit``: the root or one of its picks (any class,
-    any group) is a provider of ``released``."""
-    ix = fit.index
-    mark = np.zeros(ix.n_rows, bool)
-    mark[[ix.row_of[rp] for rp in released if rp in ix.row_of]] = True
+def _drawing_on(index: CapacityIndex, fit: Fit, released: Allocations) -> np.ndarray:
+    """bool per root of ``fit`` (a fit of ``index``): the root or one of its
+    picks (any class, any group) is a provider of ``released``."""
+    mark = index.row_mask(index.rows_of(released))
     out = mark[fit.rows]
     seen = {id(fit.rows)}   # the classes a root holds itself share its array
     for rows in (*fit.sources.values(), *fit.granular.values()):
@@ -125,7 +124,7 @@ def _best_of(parts: list[tuple[Fit, np.ndarray, np.ndarray]], limit: int,
     weights) each), best first (weight, then the index's key)."""
     rows = np.concatenate([f.rows[p] for f, p, _ in parts])
     weights = np.concatenate([w for _, _, w in parts])
-    order = top_k(weights, index.key_hi, index.key_lo, limit, rows=rows)
+    order = index.best_of(weights, rows, limit)
     batches: list[PickedBatch] = []
     ranks = []          # per part, where its candidates stand in ``order``
     start = 0

@@ -139,13 +139,13 @@ class PlacementCandidateSource:
         for freed in (released, None):
             fit = index.fit(query, freed)
             rows = fit.rows.tolist()
-            row = index.row_of.get(source)
+            row = index.row(source)
             if row not in rows:
                 out.append(None)
                 continue
             out.append(pinned(index, fit, rows.index(row), released, freed))
             if freed is not None:
-                view = index.provider_summaries(list(index.row_of.values()),
+                view = index.provider_summaries(index.rows_of(index.live_uuids()),
                                                 fit.released)
         return out[0], out[1], view, whole_devices(
             index, released, out[0][0] if out[0] else None)

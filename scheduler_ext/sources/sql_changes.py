@@ -49,12 +49,10 @@ from __future__ import annotations
 import sys
 from typing import Iterable
 
-import numpy as np
-
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.placement.model import ConsumerAllocations, FleetSnapshot
 from scheduler_ext.placement.sql_snapshot import AllocationRow, SqlSnapshot, TailSums
-from scheduler_ext.sources.changes import IndexUpdate, live_uuids
+from scheduler_ext.sources.changes import IndexUpdate
 
 #: Allocation ids re-read behind the newest one seen (see module docstring):
 #: covers commits up to this many rows late and sqlite id reuse this deep.
@@ -209,9 +207,7 @@ class SqlChanges:
         class -> used) for the live indexed ones it covers, whole records
         (or their removal) for the rest."""
         uuids = [self.uuid_of.get(i) for i in ids]
-        rows = np.array([-1 if u is None else index.row_of.get(u, -1) for u in uuids],
-                        np.int64)
-        live = (rows >= 0) & index.alive[rows]   # row -1: masked
+        live = index.live(uuids)
         out, unknown = IndexUpdate(), []
         for i, u, ok in zip(ids, uuids, live.tolist()):
             if ok and i in usage:
@@ -240,7 +236,7 @@ class SqlChanges:
         moved = [i for i, u, g in table if index.generation(u) != g]
         out = self._records(moved)
         listed = set(self.uuid_of.values())
-        out.removed += [u for u in live_uuids(index) if u not in listed]
+        out.removed += [u for u in index.live_uuids() if u not in listed]
         out.usages = self.sql.usage_rows()
         return out
 

@@ -18,7 +18,6 @@ from scheduler_ext import errors
 from scheduler_ext.placement import AllocationWrite, Inventory
 from scheduler_ext.placement.http import HttpPlacement
 from scheduler_ext.placement.query import CandidateRequest
-from scheduler_ext.sources.changes import live_uuids
 from scheduler_ext.sources.fleet_view import FleetView
 
 HOST = {"VCPU": Inventory(6), "MEMORY_MB": Inventory(16384), "DISK_GB": Inventory(200)}
@@ -148,7 +147,7 @@ def test_concurrent_writers_view_conservative_then_exact(placement, client, sour
     assert stats["claims"] == stats["claimed"] + stats.get("conflicts", 0)
     view.reread()
     fresh = FleetView(client, conf)
-    assert sorted(live_uuids(view.index)) == sorted(hosts)
+    assert sorted(view.index.live_uuids()) == sorted(hosts)
     for rp in hosts:
         assert view.index.usage(rp) == fresh.index.usage(rp)
         assert {rc: n for rc, n in view.index.usage(rp).items() if n} == \
@@ -181,7 +180,7 @@ def test_refresh_skips_provider_deleted_between_list_and_read(placement, client)
                       ["CUSTOM_MOVED"])
     vanishing.vanish = hosts[1]
     view.refresh()
-    assert sorted(live_uuids(view.index)) == sorted([hosts[0], hosts[2]])
+    assert sorted(view.index.live_uuids()) == sorted([hosts[0], hosts[2]])
     assert view.index.usage(hosts[2])["VCPU"] == 2
 
 

@@ -2,8 +2,8 @@
 ``.importlinter`` (layers point down, nova only under ``nova/``, lab tooling
 never in what a deployment runs), mypy over the whole package, no module
 reaching into another's private names, no import circle between modules
-(imports inside functions and under ``TYPE_CHECKING`` included), and short
-functions."""
+(imports inside functions and under ``TYPE_CHECKING`` included), the
+engine's row storage read only inside the engine, and short functions."""
 
 import ast
 import pathlib
@@ -93,6 +93,30 @@ def test_the_private_name_check_can_fail():
     assert _private_uses("import x\nx._hidden\n") == [(2, "_hidden")]
     assert _private_uses("from x import _hidden\n") == [(1, "_hidden")]
     assert _private_uses("class A:\n    def _m(self):\n        self._m()\n") == []
+
+
+#: ``CapacityIndex``'s row storage: read by the engine's own modules only;
+#: the rest of the package names providers by uuid (``row``, ``rows_of``,
+#: ``live``, ``live_uuids``, ``root_of``, ``best_of``).
+ROW_STORAGE = {"row_of", "alive", "sharing_set", "key_hi", "key_lo",
+               "n_rows", "setups", "generations"}
+
+
+def _row_storage_reads(source: str) -> list[tuple[int, str]]:
+    """(line, name) of ``obj.<row storage>`` read in ``source``."""
+    return [(node.lineno, node.attr) for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Attribute) and node.attr in ROW_STORAGE]
+
+
+def test_only_the_engine_reads_the_index_rows():
+    found = [f"{path}:{line}: {name}" for path, source in _modules()
+             if not path.startswith("scheduler_ext/engine/")
+             for line, name in _row_storage_reads(source)]
+    assert found == []
+
+
+def test_the_row_storage_check_can_fail():
+    assert _row_storage_reads("ix.row_of.get(u)\nix.usage(u)\n") == [(1, "row_of")]
 
 
 def test_functions_are_short():

@@ -18,7 +18,6 @@ from scheduler_ext.placement.model import FleetSnapshot, Provider, ProviderRecor
 from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.sources import fleet_view
 from scheduler_ext.sources.changes import ApiChanges, IndexUpdate
-from scheduler_ext.sources.changes import live_uuids
 from scheduler_ext.sources.fleet_view import FleetView
 from tests.unit.helpers import small_host
 from tests.unit.sources.placement_tables import PlacementTables
@@ -88,7 +87,7 @@ def test_api_refresh_skips_provider_deleted_between_list_and_read():
     _put(client, 2, {hosts[3]: {"VCPU": 2}})
     client.vanish.add(hosts[1])
     view.refresh()
-    assert hosts[1] not in live_uuids(view.index)
+    assert hosts[1] not in view.index.live_uuids()
     assert view.index.usage(hosts[3])["VCPU"] == 2
 
 
@@ -96,7 +95,7 @@ def test_api_full_read_skips_provider_deleted_between_list_and_read():
     client, hosts = _hosts()
     client.vanish.add(hosts[0])
     view = FleetView(client, _conf(), source=ApiChanges(client))
-    assert sorted(live_uuids(view.index)) == sorted(hosts[1:])
+    assert sorted(view.index.live_uuids()) == sorted(hosts[1:])
 
 
 def _record(rc):

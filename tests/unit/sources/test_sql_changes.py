@@ -9,7 +9,6 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from scheduler_ext.engine.index import CapacityIndex
 from scheduler_ext.placement.sql_snapshot import SqlSnapshot
-from scheduler_ext.sources.changes import live_uuids
 from scheduler_ext.sources.sql_changes import SqlChanges
 from tests.unit.sources.placement_tables import PlacementTables
 
@@ -113,9 +112,9 @@ def test_reread_brings_inventory_changes_new_and_deleted_providers(db):
     assert source.poll(index).providers == {hosts[9]}
     _apply(index, source.reread(index))
     fresh = CapacityIndex.from_snapshot(SqlSnapshot(tables.url).snapshot())
-    assert sorted(live_uuids(index)) == sorted(live_uuids(fresh))
-    assert new in live_uuids(index) and hosts[9] not in live_uuids(index)
-    for u in live_uuids(fresh):
+    assert sorted(index.live_uuids()) == sorted(fresh.live_uuids())
+    assert new in index.live_uuids() and hosts[9] not in index.live_uuids()
+    for u in fresh.live_uuids():
         assert index.usage(u) == fresh.usage(u)
         assert index.generation(u) == fresh.generation(u)
 
@@ -217,7 +216,7 @@ def test_a_vanished_tail_row_of_a_deleted_provider_removes_it(db):
     changes = source.poll(index)
     assert changes.removed == [hosts[13]] and hosts[13] not in changes.usage
     _apply(index, changes)
-    assert hosts[13] not in live_uuids(index)
+    assert hosts[13] not in index.live_uuids()
 
 
 def test_a_vanished_tail_row_re_reads_its_bucket_only(db):
