@@ -26,7 +26,7 @@ placement's change feed).
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable, Protocol
+from typing import Collection, Iterable, Protocol
 
 from scheduler_ext import errors
 from scheduler_ext.engine.index import CapacityIndex
@@ -68,17 +68,23 @@ class IndexUpdate:
         return ({r.provider.uuid for r in self.records} | set(self.removed)
                 | set(self.usage))
 
-    def apply_to(self, index: CapacityIndex) -> None:
+    def apply_to(self, index: CapacityIndex,
+                 keep: Collection[str] = frozenset()) -> None:
         """Write these changes into ``index`` (usage under its lock, then
-        records, removals and, from a re-read, the full usage table)."""
+        records, removals and, from a re-read, the full usage table),
+        except to the providers in ``keep`` (written since a re-read
+        began: they keep what they hold)."""
         if self.usage:
-            index.set_usages(self.usage)
+            index.set_usages({u: n for u, n in self.usage.items() if u not in keep}
+                             if keep else self.usage)
         for record in self.records:
-            index.refresh_provider(record)
+            if record.provider.uuid not in keep:
+                index.refresh_provider(record)
         for u in self.removed:
-            index.remove_provider(u)
+            if u not in keep:
+                index.remove_provider(u)
         if self.usages is not None:
-            index.replace_usages(self.usages)
+            index.replace_usages(self.usages, keep=keep)
 
 
 class ChangeSource(Protocol):

@@ -315,18 +315,7 @@ class FleetView:
 
     def _apply_reread(self, changes: IndexUpdate) -> None:
         """Apply a re-read, except to providers written since it began."""
-        skip = self._touched or set()
-        if changes.usage:
-            self.index.set_usages({u: n for u, n in changes.usage.items()
-                                   if u not in skip})
-        for record in changes.records:
-            if record.provider.uuid not in skip:
-                self.index.refresh_provider(record)
-        for u in changes.removed:
-            if u not in skip:
-                self.index.remove_provider(u)
-        if changes.usages is not None:
-            self.index.replace_usages(changes.usages, keep=skip)
+        changes.apply_to(self.index, keep=self._touched or frozenset())
 
     # --------------------------------------------------------- accounting
     def memory(self) -> dict[str, float]:
