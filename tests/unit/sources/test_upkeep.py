@@ -7,9 +7,8 @@ import uuid
 import pytest
 
 from scheduler_ext import errors
-from scheduler_ext.lab.fleet import SHARING_TRAIT, add_host
 from scheduler_ext.moves.request import ScheduleRequest
-from scheduler_ext.placement import AllocationWrite, Inventory
+from scheduler_ext.placement import AllocationWrite
 from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.placement.query import CandidateRequest
 from scheduler_ext.sources import base
@@ -100,16 +99,3 @@ def test_placement_upkeep_keeps_nothing_and_reads_placement():
     assert [c.root for c in source.candidates(CandidateRequest({"VCPU": 1}),
                                               limit=5)] == [host]
 
-
-def test_index_root_of_leaves_shared_pools_out():
-    client = EmbeddedPlacement()
-    agg = str(uuid.UUID(int=7))
-    host = small_host(client, "host1", disk=False, aggregates=(agg,))
-    other = small_host(client, "host2")
-    pool = add_host(client, "pool", {"DISK_GB": Inventory(1000)},
-                    aggregates=(agg,), traits=(SHARING_TRAIT,))
-    view, _ = EngineCandidateSource.build(client, start(client)[0].conf)
-    assert view.index.root_of([host, pool]) == host
-    assert view.index.root_of([pool]) is None
-    assert view.index.root_of([host, other]) is None
-    assert view.index.root_of([host, str(uuid.UUID(int=404))]) is None
