@@ -112,7 +112,8 @@ class SchedulerDriver:
         strategy_cls = load_plugin(STRATEGY_NAMESPACE, opts.move_strategy,
                                    "move_strategy")
         #: what the source answers from, kept up to date (the engine's
-        #: ``FleetView``); the one object told of refreshes and reads
+        #: ``FleetView``): the one object the driver refreshes and reads
+        #: through, and the strategy tells of its writes
         self.upkeep, self.source = plugin.build(client, self.conf,
                                                 weighing=weighing)
         self.strategy = self._strategy(strategy_cls, self.source, self.upkeep)
