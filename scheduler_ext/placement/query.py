@@ -19,16 +19,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 from typing import Any, Callable, Mapping, Sequence
 
 from scheduler_ext import errors
-from scheduler_ext.placement import validation
+from scheduler_ext.placement import query_params, validation
+from scheduler_ext.placement.query_params import SUFFIX_RE
 
 #: A request amount above this can never fit (placement's columns are int32).
 MAX_AMOUNT = 2**63 - 1
-#: Suffixes of granular groups (placement 1.33 and later; before: digits).
-SUFFIX_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 GROUP_POLICIES = ("none", "isolate")
 
 
@@ -322,8 +320,10 @@ class CandidateRequest:
         list of values, or a list of pairs) by ``microversion``'s rules
         (see ``query_params``). Raises ``InvalidRequest`` where placement
         answers 400."""
-        from scheduler_ext.placement import query_params
-        return cls(**query_params.parse(params, microversion), randomize=randomize)
+        kwargs = query_params.parse(params, microversion)
+        kwargs["granular"] = tuple(RequestGroup(suffix, **fields)
+                                   for suffix, fields in kwargs["granular"])
+        return cls(**kwargs, randomize=randomize)
 
 
 def _subtrees(values: Any) -> tuple[frozenset[str], ...]:

@@ -25,7 +25,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from scheduler_ext import errors
 from scheduler_ext.placement import validation
-from scheduler_ext.placement.query import SUFFIX_RE, RequestGroup
+
+#: Suffixes of granular groups (placement 1.33 and later; before: digits).
+SUFFIX_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 MIN_VERSION = (1, 10)
 MAX_VERSION = (1, 39)
@@ -92,7 +94,8 @@ def _classify(pairs: list[tuple[str, str]], ver: tuple[int, int]
 def parse(params: Mapping[str, Any] | Sequence[tuple[str, str]],
           microversion: str = "1.39") -> dict[str, Any]:
     """Keyword arguments of a ``CandidateRequest`` (without ``randomize``)
-    for ``params`` read at ``microversion``."""
+    for ``params`` read at ``microversion``; ``granular`` holds each
+    suffixed group as ``(suffix, its RequestGroup keyword arguments)``."""
     ver = version(microversion)
     groups, wide = _classify(_pairs(params), ver)
     if not groups:
@@ -100,8 +103,7 @@ def parse(params: Mapping[str, Any] | Sequence[tuple[str, str]],
     parsed = {suffix: _group(suffix, values, ver) for suffix, values in groups.items()}
     kwargs: dict[str, Any] = {"resources": {}}
     kwargs.update(parsed.pop("", {}))
-    kwargs["granular"] = tuple(RequestGroup(suffix, **fields)
-                               for suffix, fields in parsed.items())
+    kwargs["granular"] = tuple(parsed.items())
     if "limit" in wide:
         text = wide["limit"][0]
         if not re.match(r"^[1-9][0-9]*$", text):
