@@ -65,6 +65,17 @@ REPORTS = {"cn1": shared("cn1", seen=["cn1"]),
            "cn4": shared("cn4", seen=["cn1", "cn2", "cn4"])}
 
 
+def report_files(folder):
+    """Each of ``REPORTS`` written as ``<host>.json`` in ``folder``; their
+    paths."""
+    files = []
+    for report in REPORTS.values():
+        path = folder / f"{report.host}.json"
+        path.write_text(report.to_json())
+        files.append(str(path))
+    return files
+
+
 # ---------------------------------------------------------- live migration
 def test_compute_conf_reads_the_options_nova_uses():
     conf = livemigration_check.compute_conf(
@@ -95,11 +106,7 @@ def test_live_migration_command_prints_the_decision_and_hazards(
         tmp_path, capsys, monkeypatch):
     api = FakeCompute([], {"s": srv("s", "cn1", ephemeral=1)})
     monkeypatch.setattr(compute_access, "endpoint", lambda args: api)
-    files = []
-    for report in REPORTS.values():
-        path = tmp_path / f"{report.host}.json"
-        path.write_text(report.to_json())
-        files.append(str(path))
+    files = report_files(tmp_path)
     tunnel = tmp_path / "nova.conf"
     tunnel.write_text("[libvirt]\nlive_migration_tunnelled = true\n")
     code = cli.main(["storage", "live-migration", "s", "cn3", "--reports",
@@ -167,11 +174,7 @@ def test_evacuate_plan_writes_nothing_and_run_keeps_its_state(
         tmp_path, capsys, monkeypatch):
     api = fleet()
     monkeypatch.setattr(compute_access, "endpoint", lambda args: api)
-    files = []
-    for report in REPORTS.values():
-        path = tmp_path / f"{report.host}.json"
-        path.write_text(report.to_json())
-        files.append(str(path))
+    files = report_files(tmp_path)
     state = tmp_path / "state.json"
     view = tmp_path / "view.json"
     view.write_text(json.dumps({"quorum": ["cn1", "cn2", "cn4"], "down": []}))
@@ -316,11 +319,7 @@ def test_evacuate_run_says_what_failed_and_exits_1(tmp_path, capsys,
                                                    monkeypatch):
     api = async_fleet({"vm0": ["refuse"]})
     monkeypatch.setattr(compute_access, "endpoint", lambda args: api)
-    files = []
-    for report in REPORTS.values():
-        path = tmp_path / f"{report.host}.json"
-        path.write_text(report.to_json())
-        files.append(str(path))
+    files = report_files(tmp_path)
     state = tmp_path / "state.json"
     argv = ["evacuate", "run", "--reports", *files, "--state", str(state),
             "--compute-url", "http://unused", "-f", "value"]
@@ -443,11 +442,7 @@ def test_evacuate_run_with_placement_refuses_and_says_why(
                               {"shared": ["MISC_SHARES_VIA_AGGREGATE"]}, {})
     monkeypatch.setattr(compute_access, "endpoint", lambda args: api)
     monkeypatch.setattr(placement_access, "client", lambda args: placement)
-    files = []
-    for report in REPORTS.values():
-        path = tmp_path / f"{report.host}.json"
-        path.write_text(report.to_json())
-        files.append(str(path))
+    files = report_files(tmp_path)
     argv = ["evacuate", "run", "--reports", *files, "--state",
             str(tmp_path / "state.json"), "--compute-url", "http://unused",
             "--placement-url", "http://unused", "-f", "value"]
