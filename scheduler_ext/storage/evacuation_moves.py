@@ -20,6 +20,7 @@ otherwise it is refused, alerted once, and stays queued.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from typing import Any, Iterable, Protocol
 
@@ -174,9 +175,6 @@ class EvacuationQueue:
                 f"last: {why}): not retried, left for the operator"),
                 instance=uuid, destination=ev.destination))
 
-    def _load(self, name: str) -> int:
-        return sum(1 for h in self.placed.values() if h == name)
-
     def destination(self, uuid: str, named: bool = True) -> str | None:
         """The least-loaded healthy host (then by name) that can take the
         instance, in a cluster whose storage quorum holds: one of its
@@ -188,6 +186,7 @@ class EvacuationQueue:
         ev = self.records.get(uuid)
         tried = set(ev.tried) if ev else set()
         source = self.fleet.hosts[inst.host]
+        load = collections.Counter(self.placed.values())
         options = []
         for h in self.fleet.hosts.values():
             if h.name == inst.host or not self.fleet.healthy(h.name) \
@@ -195,7 +194,7 @@ class EvacuationQueue:
                 continue
             if inst.domain is not None and inst.domain not in h.domains:
                 continue
-            if h.capacity is not None and self._load(h.name) >= h.capacity:
+            if h.capacity is not None and load[h.name] >= h.capacity:
                 continue
             if named and inst.sharing_disk and not h.node_disk:
                 continue
@@ -204,7 +203,7 @@ class EvacuationQueue:
             return None
         best = min(options, key=lambda h: (h.name in tried,
                                            h.cluster != source.cluster,
-                                           self._load(h.name), h.name))
+                                           load[h.name], h.name))
         return best.name
 
     def _unscheduled_risk(self, inst: Instance) -> str:
