@@ -27,7 +27,13 @@ exactly once, on its host.
 
 Where stock could not move the server and ours did (nova bug 1790204),
 the expected state is the new flavor on the host ours chose (on the same
-host: on the providers the old flavor held).
+host: on the providers the old flavor held). Where both resized on the
+same host, the expected state is stock's with each flavor class on the
+provider that held it before the move (the same-host fix pins it there:
+stock may claim a shared disk on another sharing provider than the one
+the disk is on). Where stock's own end state breaks the held-once rule
+(a double hold nova leaves: ``STOCK_BREAKS``), ours ending the same is
+no difference; ``stock_breaks`` names it.
 
 ``family`` names the KNOWN_OPEN entry that explains a flow's differences,
 or NEW.
@@ -35,6 +41,7 @@ or NEW.
 
 from __future__ import annotations
 
+import collections
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from scheduler_ext.lab import move_fleet
@@ -47,26 +54,50 @@ from scheduler_ext.placement import (DEVICE_CLASSES, Allocations, PlacementClien
                                      allocations)
 
 __all__ = ["CLAIM_KILL_POINTS", "ENDS", "FAILURES", "KILL_POINTS", "KNOWN_OPEN", "MOVES",
-           "RECONCILE_KILL_POINTS", "Difference",
+           "RECONCILE_KILL_POINTS", "STOCK_BREAKS", "Difference",
            "Flow", "Outcome", "ServerSpec", "compare", "differences", "draw_flow",
-           "expected_state", "family", "random_flow"]
+           "expected_state", "family", "random_flow", "stock_breaks"]
 
 
 def expected_state(flow: Flow, stock: Outcome, ours: Outcome
                    ) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, dict[str, int]]]]:
-    """Stock's end state; where stock could not move the server (no host,
-    counting the reschedules) and ours ended it with the new flavor (nova
-    bug 1790204: the source is a host for ours), the server holds the new
-    flavor: on the same host, on the providers that held the old one (a
-    class only the new flavor has, where ours put it); on another host,
-    where ours put it if that is exactly the new flavor."""
+    """Stock's end state, but for the mover's instance (``_expected_mover``)."""
     usages = {p: dict(u) for p, u in stock.usages.items()}
     consumers = {c: {p: dict(r) for p, r in a.items()} for c, a in stock.consumers.items()}
-    if not (ours.final_flavor_new and not stock.final_flavor_new):
-        return usages, consumers
     role = f"s{flow.mover}"
     was = consumers.get(role, {})
+    now = _expected_mover(flow, stock, ours, was)
+    if now is None:
+        return usages, consumers
+    now = {p: {rc: n for rc, n in r.items() if n} for p, r in now.items()}
+    consumers[role] = {p: r for p, r in now.items() if r}
+    for p, r in was.items():
+        for rc, n in r.items():
+            usages.setdefault(p, {})[rc] = usages.get(p, {}).get(rc, 0) - n
+    for p, r in consumers[role].items():
+        for rc, n in r.items():
+            usages.setdefault(p, {})[rc] = usages.get(p, {}).get(rc, 0) + n
+    usages = {p: {rc: n for rc, n in u.items() if n} for p, u in usages.items()}
+    return usages, consumers
+
+
+def _expected_mover(flow: Flow, stock: Outcome, ours: Outcome,
+                    was: dict[str, dict[str, int]]) -> dict[str, dict[str, int]] | None:
+    """The mover's instance allocations where they are not stock's (None:
+    stock's): where stock could not move the server (no host, counting the
+    reschedules) and ours ended it with the new flavor (nova bug 1790204:
+    the source is a host for ours), the new flavor: on the same host, on
+    the providers that held the old one (a class only the new flavor has,
+    where ours put it); on another host, where ours put it if that is
+    exactly the new flavor. Where both resized on the same host, stock's
+    with each class pinned to the provider that held it before the move
+    (``_pinned``)."""
+    role = f"s{flow.mover}"
     mine = ours.consumers.get(role, {})
+    if not (ours.final_flavor_new and not stock.final_flavor_new):
+        if not (ours.same_host and stock.same_host and was):
+            return None
+        return _pinned(was, stock.mover_before)
     if ours.same_host and stock.same_host is False and stock.move_result == "NoValidHost" \
             or _roots(mine) == _roots(was):
         now = {p: dict(r) for p, r in was.items()}
@@ -82,22 +113,28 @@ def expected_state(flow: Flow, stock: Outcome, ours: Outcome
         for rc in set(old_flavor) - set(ours.new_flavor):
             for p in now:
                 now[p].pop(rc, None)
-    else:
-        totals = allocations.class_totals(mine)
-        extra = {rc: n for rc, n in allocations.class_totals(was).items()
-                 if rc not in stock.new_flavor and rc not in ours.new_flavor}
-        now = {p: dict(r) for p, r in mine.items()} \
-            if totals == {**ours.new_flavor, **extra} else dict(was)
-    now = {p: {rc: n for rc, n in r.items() if n} for p, r in now.items()}
-    consumers[role] = {p: r for p, r in now.items() if r}
-    for p, r in was.items():
-        for rc, n in r.items():
-            usages.setdefault(p, {})[rc] = usages.get(p, {}).get(rc, 0) - n
-    for p, r in consumers[role].items():
-        for rc, n in r.items():
-            usages.setdefault(p, {})[rc] = usages.get(p, {}).get(rc, 0) + n
-    usages = {p: {rc: n for rc, n in u.items() if n} for p, u in usages.items()}
-    return usages, consumers
+        return now
+    totals = allocations.class_totals(mine)
+    extra = {rc: n for rc, n in allocations.class_totals(was).items()
+             if rc not in stock.new_flavor and rc not in ours.new_flavor}
+    return {p: dict(r) for p, r in mine.items()} \
+        if totals == {**ours.new_flavor, **extra} else dict(was)
+
+
+def _pinned(now: dict[str, dict[str, int]], before: dict[str, dict[str, int]]
+            ) -> dict[str, dict[str, int]]:
+    """``now`` with each class the server held on one provider ``before``
+    the move wholly on that provider (devices aside: nova gives a new
+    flavor new ones)."""
+    now = {p: dict(r) for p, r in now.items()}
+    for rc in allocations.classes(before) - _DEVICE_CLASSES:
+        holders = [p for p, r in before.items() if r.get(rc)]
+        if len(holders) != 1:
+            continue
+        total = sum(r.pop(rc, 0) for r in now.values())
+        if total:
+            now.setdefault(holders[0], {})[rc] = total
+    return now
 
 
 def _roots(allocs: Mapping[str, Any]) -> set[str]:
@@ -107,12 +144,20 @@ def _roots(allocs: Mapping[str, Any]) -> set[str]:
 
 def differences(flow: Flow, stock: Outcome, ours: Outcome) -> list[Difference]:
     """Every difference of ours' end state from the expected one, then
-    ours' VERIFY_RESIZE breaks."""
+    ours' VERIFY_RESIZE breaks, then ours' held-once breaks that stock's
+    own end state does not share."""
     usages, consumers = expected_state(flow, stock, ours)
     out = list(_diff("usage ", usages, ours.usages))
     for c in sorted(set(consumers) | set(ours.consumers)):
         out += _diff(f"{c} ", consumers.get(c, {}), ours.consumers.get(c, {}))
-    return out + ours.verify + ours.held
+    out += ours.verify
+    shared = collections.Counter(map(str, stock.held))
+    for d in ours.held:
+        if shared[str(d)]:
+            shared[str(d)] -= 1
+        else:
+            out.append(d)
+    return out
 
 
 def _diff(prefix: str, want: Allocations,
@@ -126,48 +171,51 @@ def _diff(prefix: str, want: Allocations,
 
 #: The differences from stock the oracle still finds, each a departure by
 #: design (the review's findings of issue 33 are fixed and left none), with
-#: the family of differences it produces (``family``). Each family is also
+#: the family of differences it produces (``family``). ``window`` is also
 #: pinned by a minimal flow in tests/functional/test_move_oracle.py
 #: (KNOWN_OPEN_FLOWS), which fails once it goes (stale entry); a
 #: difference of no family here fails the property test.
 KNOWN_OPEN: dict[str, str] = {
-    "shared-disk": "by design, no finding (finding 1 is fixed: ours pins the "
-                   "same-host candidate to the old providers): same host, two "
-                   "sharing providers; stock claims the new disk beside the old "
-                   "on the sharing provider with most free, so after confirm "
-                   "stock's allocation is on a provider the disk is not on; "
-                   "ours keeps it on the provider holding the disk",
-    "evacuate-shared-disk": "stock's, no finding of ours: an evacuation "
-                            "(always nova's own scheduler) onto another host "
-                            "of an aggregate with two sharing providers "
-                            "claims the disk on the freer one and keeps the "
-                            "old, so the server holds its disk twice, in "
-                            "both runs; the reconcile cannot derive which "
-                            "sharing provider holds the disk, so it reports "
-                            "the instance and writes nothing (placing."
-                            "Uncertain), and the held-once rule breaks",
-    "revert-fails-device": "by design, no finding (seen once issue 33's "
-                           "reconcile restart points reshaped the generated "
-                           "flows; reachable before them): a same-host "
-                           "resize with a PCI device in placement whose "
-                           "revert fails; nova leaves the instance on the "
-                           "new device and the finished migration on the "
-                           "old, in both runs alike; the reconcile cannot "
-                           "derive which device the server uses (the rule "
-                           "of test_a_port_held_on_two_nics_by_instance_"
-                           "and_migration_is_reported_not_guessed), so it "
-                           "reports the instance and writes nothing, and "
-                           "the held-once rule breaks",
     "window": "by design, no finding: ours' scheduler died right after its "
               "same-host claim (max(old, new)); nova's rollback finds the "
               "migration empty and leaves it; the next boot, before the "
               "reconcile trims it, finds the host fuller than stock leaves "
               "it (the over-hold window of a failed resize)",
-    "decision": "not a write difference: stock could not take the host ours "
-                "chose (its claim counts the old flavor), the conductor's "
-                "alternates then differ and the two flows end on different "
-                "hosts",
+    "decision": "not a write difference: stock could not take the host or "
+                "providers ours chose (its claim counts the old flavor), the "
+                "conductor's alternates then differ and the two flows end on "
+                "different hosts",
 }
+
+#: The double holds nova itself leaves (stock's end state breaks the
+#: held-once rule, ours' ends the same, so they are no difference), by
+#: ``stock_breaks``. The reconcile reports each instance and writes
+#: nothing: which provider the server uses cannot be derived. Each is
+#: pinned by a minimal flow in tests/functional/test_move_oracle.py
+#: (STOCK_BREAKS_FLOWS).
+STOCK_BREAKS: dict[str, str] = {
+    "evacuate-shared-disk": "an evacuation (always nova's own scheduler) "
+                            "onto another host of an aggregate with two "
+                            "sharing providers claims the disk on the "
+                            "freer one and keeps the old: the server holds "
+                            "its disk twice",
+    "revert-fails-device": "a same-host resize with a PCI device in "
+                           "placement whose revert fails: nova leaves the "
+                           "instance on the new device and the finished "
+                           "migration on the old (and the flavor twice)",
+}
+
+
+def stock_breaks(stock: Outcome, ours: Outcome) -> str:
+    """The STOCK_BREAKS key of stock's own held-once breaks that ours'
+    end state shares ("" none; "other" for one not listed)."""
+    if not stock.held or sorted(map(str, stock.held)) != sorted(map(str, ours.held)):
+        return ""
+    if all(d.rc == "DISK_GB" for d in stock.held):
+        return "evacuate-shared-disk"
+    if any(d.rc in _DEVICE_CLASSES for d in stock.held):
+        return "revert-fails-device"
+    return "other"
 
 
 def family(stock: Outcome, ours: Outcome, diffs: Sequence[Difference]) -> str:
@@ -179,25 +227,6 @@ def family(stock: Outcome, ours: Outcome, diffs: Sequence[Difference]) -> str:
         return "window"
     if _decisions_differ(stock, ours):
         return "decision"
-    if all(d.where.startswith("held ") and d.rc == "DISK_GB" for d in diffs) and \
-            sorted(map(str, stock.held)) == sorted(map(str, diffs)):
-        return "evacuate-shared-disk"
-    if ours.same_host and all(d.where.startswith("held ") for d in diffs) and \
-            sorted(map(str, stock.held)) == sorted(map(str, diffs)) and \
-            any(d.rc in _DEVICE_CLASSES for d in diffs):
-        return "revert-fails-device"
-    if ours.same_host and stock.same_host and all(
-            d.rc == "DISK_GB" and not d.where.startswith(("verify ", "held "))
-            and d.where.split()[-1].startswith("ss") for d in diffs):
-        moved: dict[str, int] = {}
-        for d in diffs:
-            if d.where.startswith("usage"):
-                moved[d.rc] = moved.get(d.rc, 0) + d.actual - d.expected
-        # ours holds the disk only where the server's disk was
-        kept = {d.where.split()[-1] for d in diffs if d.actual > 0} <= \
-            {p for p, r in ours.mover_before.items() if r.get("DISK_GB")}
-        if not any(moved.values()) and kept:
-            return "shared-disk"
     return "NEW"
 
 

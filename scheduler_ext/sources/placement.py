@@ -77,13 +77,20 @@ class PlacementCandidateSource:
                  for req in answer["allocation_requests"]]
         return cands, summaries
 
-    def _weighed(self, cands: list[Candidate], summaries: dict) -> list[Candidate]:
+    def _weighed(self, cands: list[Candidate], summaries: dict,
+                 source: str | None = None, released_view: dict | None = None
+                 ) -> list[Candidate]:
+        """One candidate per host, best first; ``source``'s candidates
+        weighed on ``released_view`` (the old allocations freed), the
+        others on ``summaries`` (placement's, with them held)."""
         def free(rc: str) -> np.ndarray:
             out = np.zeros(len(cands))
             for i, c in enumerate(cands):
                 rp = next((rp for rp, res in c.allocations.items() if rc in res),
                           c.root)
-                s = summaries.get(rp, {}).get("resources", {}).get(rc)
+                view = released_view if c.root == source and released_view \
+                    else summaries
+                s = view.get(rp, {}).get("resources", {}).get(rc)
                 out[i] = s["capacity"] - s["used"] if s else 0
             return out
         weights = self.weigher.weigh(free, len(cands))
@@ -108,11 +115,12 @@ class PlacementCandidateSource:
             return MoveCandidates(answer, [c for c in weighed
                                            if c.root != source][:limit], answer)
         same, held, view, devices = self._on_source(query, source, released)
-        # every host weighed against one view: the source's providers as
-        # they are with the old allocations released (as the engine does)
+        # the source weighed with the old allocations released, the other
+        # hosts as placement answered, with them held: a host sharing a
+        # provider of the old allocations takes what stock would take
         pool = [c for c in cands if c.root != source]
         pool += [Candidate(source, same[0], mappings=same[1])] if same else []
-        weighed = self._weighed(pool, {**summaries, **view})
+        weighed = self._weighed(pool, summaries, source, {**summaries, **view})
         same_c = next((c for c in weighed if c.root == source), None)
         held_c = None if held is None else Candidate(
             source, held[0], same_c.weight if same_c is not None else 0.0, held[1])

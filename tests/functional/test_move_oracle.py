@@ -105,16 +105,15 @@ KNOWN_OPEN_FLOWS = {
                 "s1 h0 DISK_GB: expected 10, got 0",
                 "s1 h0 MEMORY_MB: expected 1024, got 0",
                 "s1 h0 VCPU: expected 1, got 0"]),
-    # stock's: an evacuation with two sharing providers holds the disk on
-    # both, in both runs; the reconcile reports it (which one holds the
-    # disk cannot be derived)
+}
+
+#: one minimal flow per STOCK_BREAKS entry, with stock's own held-once
+#: breaks (ours' end state is the same: no difference)
+STOCK_BREAKS_FLOWS = {
     "evacuate-shared-disk": (mo.Flow(Shape(hosts=2, sharing=2, local_disk=False), (4, 4),
                                      (mo.ServerSpec(1, 10),), 0, "evacuate",
                                      mo.ServerSpec(1, 10)),
                              ["held s0 DISK_GB: expected 10, got 20"]),
-    # no finding: a same-host resize with a PCI device whose revert fails
-    # holds both devices (and the flavor twice), in both runs alike; the
-    # reconcile reports it (which device the server uses cannot be derived)
     "revert-fails-device": (_flow(Shape(hosts=1, pci=True), (4,),
                                   (mo.ServerSpec(1, 10, pci=True),),
                                   mo.ServerSpec(1, 10, pci=True), end="revert_fails"),
@@ -122,16 +121,71 @@ KNOWN_OPEN_FLOWS = {
                              "held s0 DISK_GB: expected 10, got 20",
                              "held s0 MEMORY_MB: expected 1024, got 2048",
                              "held s0 VCPU: expected 1, got 2"]),
-    # no finding: two sharing providers; stock claims the new disk on the
-    # freer one, ours keeps it on the one holding the disk
-    "shared-disk": (_flow(Shape(hosts=1, sharing=2, local_disk=False), (8,),
-                          (mo.ServerSpec(2, 20),), mo.ServerSpec(4, 40),
-                          engine="placement"),
-                    ["usage ss0 DISK_GB: expected 0, got 40",
-                     "usage ss1 DISK_GB: expected 40, got 0",
-                     "s0 ss0 DISK_GB: expected 0, got 40",
-                     "s0 ss1 DISK_GB: expected 40, got 0"]),
 }
+
+
+@pytest.mark.parametrize("name", sorted(STOCK_BREAKS_FLOWS))
+def test_stock_own_double_hold_is_ours_too_and_no_difference(name):
+    """nova leaves the server holding twice (stock's end state breaks the
+    held-once rule); ours ends exactly as stock: no difference, named by
+    ``stock_breaks``. Fails if stock stops breaking it (remove the entry)
+    or if ours ends otherwise."""
+    flow, breaks = STOCK_BREAKS_FLOWS[name]
+    diffs, stock, ours = mo.compare(flow, ReferencePlacement)
+    assert sorted(map(str, stock.held)) == sorted(breaks)
+    assert sorted(map(str, ours.held)) == sorted(breaks)
+    assert diffs == [] and mo.stock_breaks(stock, ours) == name
+
+
+def test_every_stock_break_is_pinned():
+    assert set(STOCK_BREAKS_FLOWS) == set(mo.STOCK_BREAKS)
+
+
+#: a same-host resize with two sharing providers: stock claims the new
+#: disk on the freer one, a provider the disk is not on; ours keeps it on
+#: the one holding the disk (the same-host candidate is pinned)
+SHARED_DISK_SAME_HOST = _flow(Shape(hosts=1, sharing=2, local_disk=False), (8,),
+                              (mo.ServerSpec(2, 20),), mo.ServerSpec(4, 40),
+                              engine="placement")
+
+
+def _assert_disk_kept_where_it_is(new_client):
+    diffs, stock, ours = mo.compare(SHARED_DISK_SAME_HOST, new_client)
+    disk = [p for p, r in ours.mover_before.items() if r.get("DISK_GB")]
+    assert len(disk) == 1
+    assert {p for p, r in ours.consumers["s0"].items() if r.get("DISK_GB")} == set(disk)
+    assert {p for p, r in stock.consumers["s0"].items() if r.get("DISK_GB")} != set(disk)
+    assert diffs == []
+
+
+def test_same_host_resize_keeps_the_disk_on_its_sharing_provider_where_stock_moves_it():
+    """The oracle's expected state pins the same host's classes to the
+    providers that held them (the same-host fix itself): stock's own end
+    state holds the disk on the other sharing provider."""
+    _assert_disk_kept_where_it_is(ReferencePlacement)
+
+
+def test_same_host_resize_keeps_the_disk_on_its_sharing_provider_on_real_placement(
+        real_client):
+    _assert_disk_kept_where_it_is(lambda: move_oracle_sweep.empty(real_client))
+
+
+#: a cold migration to another host of the aggregate with two sharing
+#: providers, with engine = placement: the other host's candidate is
+#: weighed with the old disk held, as stock weighs it, so ours takes the
+#: sharing provider stock takes (it took the released one before)
+COLD_MIGRATION_TWO_SHARING = mo.Flow(
+    Shape(hosts=3, sharing=2, local_disk=True, qos=True), (8, 2, 8),
+    (mo.ServerSpec(1, 20, port=True),), 0, "migrate", mo.ServerSpec(1, 20, port=True),
+    failure="finish_resize", end="revert", engine="placement")
+
+
+def test_placement_source_weighs_other_hosts_with_the_old_allocations_held():
+    diffs, stock, ours = mo.compare(COLD_MIGRATION_TWO_SHARING, ReferencePlacement)
+    assert ours.decisions[ours.move_call][0].allocations == \
+        stock.decisions[stock.move_call][0].allocations
+    assert diffs == []
+
 
 #: the review's findings (issue 33) the oracle saw on 4cc6d1b, each by its
 #: minimal flow: fixed on main, each ends where stock ends
@@ -217,24 +271,15 @@ def test_reconcile_dying_mid_pass_ends_where_stock_ends_after_the_restarted_pass
 def _assert_still_there(family, new_client):
     flow, expected = KNOWN_OPEN_FLOWS[family]
     diffs, stock, ours = mo.compare(flow, new_client)
-    # the booted disk may sit on either sharing provider
-    mirrored = [e.replace("ss0", "ss#").replace("ss1", "ss0").replace("ss#", "ss1")
-                for e in expected]
-    assert sorted(map(str, diffs)) in (sorted(expected), sorted(mirrored))
+    assert sorted(map(str, diffs)) == sorted(expected)
     assert mo.family(stock, ours, diffs) == family
 
 
 @pytest.mark.parametrize("family", sorted(KNOWN_OPEN_FLOWS))
 def test_known_open_difference_is_still_there(family):
-    """Fails once the finding is fixed (or, for ``window``, once the
-    over-hold window closes before the next boot): then remove its
-    KNOWN_OPEN entry."""
+    """Fails once the over-hold window closes before the next boot: then
+    remove its KNOWN_OPEN entry."""
     _assert_still_there(family, ReferencePlacement)
-
-
-def test_known_open_difference_on_real_placement_is_still_there(real_client):
-    """The same on a real placement 16.0.0 (its own candidates)."""
-    _assert_still_there("shared-disk", lambda: move_oracle_sweep.empty(real_client))
 
 
 @pytest.mark.parametrize("finding", ["1", "4"])
