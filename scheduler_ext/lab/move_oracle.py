@@ -181,10 +181,12 @@ KNOWN_OPEN: dict[str, str] = {
               "migration empty and leaves it; the next boot, before the "
               "reconcile trims it, finds the host fuller than stock leaves "
               "it (the over-hold window of a failed resize)",
-    "decision": "not a write difference: stock could not take the host or "
-                "providers ours chose (its claim counts the old flavor), the "
-                "conductor's alternates then differ and the two flows end on "
-                "different hosts",
+    "decision": "nova bug 1790204, no write difference: at the move's call "
+                "ours chose the source, which stock cannot take (its claim "
+                "counts the old flavor) and took the next host, so the two "
+                "flows went different ways (prep_resize failing on the host "
+                "each chose: the conductor's reschedules walk different "
+                "hosts) and end on different hosts",
 }
 
 #: The double holds nova itself leaves (stock's end state breaks the
@@ -225,7 +227,7 @@ def family(stock: Outcome, ours: Outcome, diffs: Sequence[Difference]) -> str:
     if ours.killed == "after_claim" and ours.decisions and \
             ours.decisions[-1] is None and stock.decisions[-1] is not None:
         return "window"
-    if _decisions_differ(stock, ours):
+    if _source_only_ours(stock, ours):
         return "decision"
     return "NEW"
 
@@ -233,30 +235,21 @@ def family(stock: Outcome, ours: Outcome, diffs: Sequence[Difference]) -> str:
 _DEVICE_CLASSES = DEVICE_CLASSES | {move_fleet.PCI}
 
 
-def _decisions_differ(stock: Outcome, ours: Outcome) -> bool:
-    """Stock could not follow ours: another host at some call, or other
-    providers for a host chosen or offered as an alternate (the conductor
-    claims an alternate as given), but for the source in the move's call,
-    where the allocations differ by design (ours pins the classes the
-    server holds to their providers) but for the classes that are free
-    choices there: devices (new beside the old, as stock) and the classes
-    the server did not hold (the engine's pick for ours, placement's
-    answer for stock)."""
-    held = allocations.classes(ours.mover_before) - _DEVICE_CLASSES
+def _source_only_ours(stock: Outcome, ours: Outcome) -> bool:
+    """Nova bug 1790204 changed the path: at the move's call ours chose
+    the source, which stock's answer lacks (its claim counts the old
+    flavor), and every call before it went alike (by root)."""
+    call = ours.move_call
+    if call < 0 or call >= len(ours.decisions) or call >= len(stock.decisions):
+        return False
 
-    def picks(o: Outcome, i: int, d: Any) -> Any:
-        if not d:
-            return None
-        out = []
-        for s in d:
-            allocs = allocations.copy(s.allocations)
-            if i == o.move_call and s.root == o.source:
-                allocs = {rp: {rc: n for rc, n in res.items() if rc not in held}
-                          for rp, res in allocs.items()}
-            out.append((s.root, sorted((rp, res) for rp, res in allocs.items() if res)))
-        return out
-    return [picks(stock, i, d) for i, d in enumerate(stock.decisions)] != \
-        [picks(ours, i, d) for i, d in enumerate(ours.decisions)]
+    def roots(o: Outcome, i: int) -> list[str] | None:
+        return [c.root for c in o.decisions[i]] if o.decisions[i] else None
+    if any(roots(stock, i) != roots(ours, i) for i in range(call)):
+        return False
+    mine, theirs = ours.decisions[call], stock.decisions[call]
+    return bool(mine) and mine[0].root == ours.source and \
+        ours.source not in (roots(stock, call) or []) and theirs is not None
 
 
 def compare(flow: Flow, new_client: Callable[[], PlacementClient]

@@ -114,7 +114,11 @@ class PlacementCandidateSource:
             answer = next((c for c in weighed if c.root == source), None)
             return MoveCandidates(answer, [c for c in weighed
                                            if c.root != source][:limit], answer)
-        same, held, view, devices = self._on_source(query, source, released)
+        # placement's own pick on the source, the old allocations held
+        # (stock's claim there: its first candidate of the host)
+        placed = next((c for c in self._weighed(cands, summaries) if c.root == source),
+                      None)
+        same, held, view, devices = self._on_source(query, source, released, placed)
         # the source weighed with the old allocations released, the other
         # hosts as placement answered, with them held: a host sharing a
         # provider of the old allocations takes what stock would take
@@ -129,15 +133,18 @@ class PlacementCandidateSource:
                               bool(devices))
 
     def _on_source(self, query: CandidateRequest, source: str,
-                   released: Allocations
+                   released: Allocations, placed: Candidate | None
                    ) -> tuple[Pinned | None, Pinned | None, dict, frozenset[str]]:
         """(the source's allocation and mappings with ``released`` freed,
         the same with it held, each on the providers the old allocations
         use, or None when it does not fit; provider summaries of the
         source's providers with ``released`` freed; the whole devices among
         the old allocations and the first), from the engine on the source's
-        own providers read now. Placement answered ``query``: its names
-        exist."""
+        own providers read now; each is placement's own pick on the source
+        (``placed``: stock's claim there) when that pick keeps the classes
+        of the old allocations where the engine keeps them, so that the
+        free choices (new devices, classes new to the server) are stock's.
+        Placement answered ``query``: its names exist."""
         index = CapacityIndex.from_snapshot(
             FleetSnapshot(tuple(self._source_records(query, source, released))),
             single_precision_ratio=self.single_precision)
@@ -155,6 +162,11 @@ class PlacementCandidateSource:
             if freed is not None:
                 view = index.provider_summaries(index.rows_of(index.live_uuids()),
                                                 fit.released)
+        if placed is not None:
+            old_devices = whole_devices(index, released)
+            kept = {rc for rp, res in released.items() if rp not in old_devices
+                    for rc in res}
+            out = [_as_placed(pick, placed, kept) for pick in out]
         return out[0], out[1], view, whole_devices(
             index, released, out[0][0] if out[0] else None)
 
@@ -220,6 +232,22 @@ class PlacementUpkeep:
     def root_of(self, allocs: Allocations) -> str | None:
         """None: no view is kept (the caller reads placement)."""
         return None
+
+
+def _as_placed(pick: Pinned | None, placed: Candidate,
+               kept: set[str]) -> Pinned | None:
+    """``placed`` (allocations and mappings) where it puts each class of
+    ``kept`` on the providers ``pick`` does, else ``pick``."""
+    if pick is None:
+        return None
+
+    def holders(allocs: Allocations, rc: str) -> set[str]:
+        return {rp for rp, res in allocs.items() if res.get(rc)}
+    if any(holders(pick[0], rc) != holders(placed.allocations, rc) for rc in kept):
+        return pick
+    mappings = pick[1] if placed.mappings is None else \
+        {k: list(v) for k, v in placed.mappings.items()}
+    return allocations.copy(placed.allocations), mappings
 
 
 def _root(req: dict, summaries: dict) -> str:

@@ -1,8 +1,11 @@
 """Issue 33, "one same-host mechanism": whichever source answers a move
 (the numpy engine over the whole fleet, or placement with the engine on
-the source's own providers), the same host is the same candidate: the
-same allocation on the same providers, with the old allocations freed
-(``same_host``) and held (``held_source``), and the same ``beside_old``.
+the source's own providers), the same host is the same candidate: each
+class the server holds on the same providers, with the old allocations
+freed (``same_host``) and held (``held_source``), the same amount of
+every class, and the same ``beside_old``. The free choices (new devices,
+a class new to the server) are each source's own: the engine's pick, or
+placement's (stock's claim on the source).
 
 Random fleets: roots with or without a local disk, 0 to 2 sharing
 providers in their aggregate, pGPUs (VGPU) and a NIC (bandwidth) as child
@@ -17,7 +20,8 @@ from hypothesis import strategies as st
 from scheduler_ext import driver as se_driver
 from scheduler_ext import errors
 from scheduler_ext.lab.fleet import SHARING_TRAIT, add_host
-from scheduler_ext.placement import AllocationWrite, Inventory
+from scheduler_ext.placement import (DEVICE_CLASSES, AllocationWrite, Inventory,
+                                     allocations)
 from scheduler_ext.placement.embedded import EmbeddedPlacement
 from scheduler_ext.placement.query import CandidateRequest, RequestGroup
 from scheduler_ext.sources.engine import EngineCandidateSource
@@ -72,9 +76,12 @@ def _flavor(draw):
                             group_policy="none" if len(granular) > 1 else None)
 
 
-def _allocations(cand):
-    return None if cand is None else {rp: dict(res) for rp, res in
-                                      cand.allocations.items()}
+def _kept(cand, released):
+    """Per class the server held (but vGPUs: new ones), the providers the
+    candidate puts it on."""
+    held = allocations.classes(released) - DEVICE_CLASSES
+    return {rc: {rp for rp, res in cand.allocations.items() if res.get(rc)}
+            for rc in held}
 
 
 @settings(max_examples=300, deadline=None, derandomize=True,
@@ -108,8 +115,13 @@ def test_engine_and_placement_sources_give_the_same_same_host_candidate(
         return
     got = placement.move_candidates(query, limit=5, source=old.root,
                                     released=released)
-    assert _allocations(got.same_host) == _allocations(want.same_host)
-    assert _allocations(got.held_source) == _allocations(want.held_source)
+    for cand in ("same_host", "held_source"):
+        g, w = getattr(got, cand), getattr(want, cand)
+        assert (g is None) == (w is None), cand
+        if g is not None:
+            assert _kept(g, released) == _kept(w, released), cand
+            assert allocations.class_totals(g.allocations) == \
+                allocations.class_totals(w.allocations), cand
     assert got.beside_old == want.beside_old
     event(f"same host {'found' if want.same_host else 'none'}, held "
           f"{'found' if want.held_source else 'none'}, beside_old "
