@@ -214,8 +214,8 @@ class EvacuationQueue:
                            if h.name != inst.host and h.schedulable)
         if not choosable:
             return "nova has no up and enabled compute service to choose"
-        outside = [n for n in choosable
-                   if inst.domain not in self.fleet.hosts[n].domains]
+        outside = [n for n in choosable if inst.domain is not None
+                   and inst.domain not in self.fleet.hosts[n].domains]
         if outside:
             return (f"nova's scheduler could choose {', '.join(outside)}, "
                     f"outside storage domain {inst.domain}, where its disk "

@@ -8,8 +8,9 @@ state file between ticks.
   off: nova's own precondition for an evacuation).
 * A host's storage cluster is its reports' filesystem (hosts without a
   shared report form a cluster of their own); its instances' storage
-  domain is its report's domain, for servers with an image (a
-  volume-backed server's root disk is a volume: any host).
+  domain is its report's domain, for servers with an image or with DISK_GB
+  on a sharing provider (ephemeral or swap disks); a volume-backed server
+  without either keeps nothing on the host's storage: any host.
 * The storage view (``StorageView``): which hosts are quorum members and
   which the storage reports down. Without one, every reported host is a
   quorum member and up: the quorum guarantees then rest on heartbeats
@@ -136,7 +137,10 @@ def tick(api: compute_api.ComputeEndpoint, reports: Mapping[str, HostReport],
     instances = []
     for svc in services:
         for srv in on_host[svc.host]:
-            on_disk = domains[svc.host] if srv.get("image") else None
+            # a volume-backed server may still hold DISK_GB (ephemeral,
+            # swap) on its host's sharing provider: those disks are there
+            on_disk = domains[svc.host] \
+                if srv.get("image") or srv["id"] in sharing else None
             instances.append(Instance(
                 srv["id"], svc.host, on_disk, str(srv.get("status", "")),
                 srv.get("OS-EXT-STS:task_state") is not None,

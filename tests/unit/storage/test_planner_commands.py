@@ -400,6 +400,25 @@ def test_a_shared_disk_goes_to_a_node_that_offers_disk_gb():
     assert moves == {"vm0": "cn4", "vm1": "cn4", "vol": "cn2"}
 
 
+def test_volume_backed_server_with_disk_gb_on_a_sharing_provider_keeps_its_domain():
+    """A volume-backed server (no image) whose ephemeral or swap DISK_GB is
+    on the sharing provider has disks in its host's storage domain: it is
+    sent to a node of that domain offering DISK_GB, and when none does,
+    the refusal names the domain (it said "domain None" before)."""
+    api = async_fleet({})
+    tick = evacuation_run.tick(api, REPORTS, Policy(), 100.0,
+                               disks=Disks({"vol"}, offering={"cn4"}))
+    moves = {a.instance: a.destination for a in tick.actions
+             if a.kind == "evacuate"}
+    assert moves["vol"] == "cn4"
+    refused = evacuation_run.tick(async_fleet({}), REPORTS, Policy(), 100.0,
+                                  disks=Disks({"vol"}))
+    alert = [a for a in refused.actions if a.instance == "vol"]
+    assert [(a.kind, a.destination) for a in alert] == [("alert", "cn4")]
+    assert f"outside storage domain {GPFS}" in alert[0].reason
+    assert "domain None" not in alert[0].reason
+
+
 class FakePlacement:
     def __init__(self, allocations, traits, inventories):
         self.allocations, self.traits = allocations, traits
