@@ -100,6 +100,19 @@ def _cluster_hosts(services: list[compute_api.ComputeService],
     return out
 
 
+def _in_domains_of(hosts: list[str], services: list[compute_api.ComputeService],
+                   reports: Mapping[str, HostReport]) -> set[str]:
+    """The compute hosts sharing a storage domain with one of ``hosts``:
+    the only ones a shared-disk server of those may be sent to, so the
+    only ones whose compute node's DISK_GB is worth a read."""
+    def domain(host: str) -> str | None:
+        report = reports.get(host)
+        return report.domain if report is not None and report.state == "shared" \
+            else None
+    wanted = {domain(h) for h in hosts} - {None}
+    return {svc.host for svc in services if domain(svc.host) in wanted}
+
+
 def tick(api: compute_api.ComputeEndpoint, reports: Mapping[str, HostReport],
          policy: Policy, now: float, state: Mapping[str, Any] | None = None,
          view: StorageView | None = None,
@@ -130,8 +143,10 @@ def tick(api: compute_api.ComputeEndpoint, reports: Mapping[str, HostReport],
     fenced = [srv["id"] for svc in services if svc.forced_down
               for srv in on_host[svc.host]]
     sharing = disks.sharing_disk(fenced) if disks and fenced else set()
-    node_disk = (disks.nodes_offering_disk(known) if disks and sharing
-                 else None)
+    node_disk = (disks.nodes_offering_disk(_in_domains_of(
+        [svc.host for svc in services for srv in on_host[svc.host]
+         if srv["id"] in sharing], services, reports)) if disks and sharing
+        else None)
     hosts = _cluster_hosts(services, reports, view, node_disk)
     domains = {h.name: next(iter(h.domains), None) for h in hosts}
     instances = []

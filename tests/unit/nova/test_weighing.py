@@ -73,12 +73,20 @@ def test_engine_spreads_with_novas_default_multipliers(nova_conf, fuller_and_emp
     assert _order(build().source) == [emptier, fuller]
 
 
-def test_weighing_reads_every_filter_scheduler_option(nova_conf):
+def test_weighing_reads_every_filter_scheduler_multiplier(nova_conf):
     nova_conf.config(group="filter_scheduler", ram_weight_multiplier=-1.0,
                      cpu_weight_multiplier=0.5, disk_weight_multiplier=0.0,
                      host_subset_size=3)
     assert weighing.from_nova_conf(CONF) == Weighing(
-        Weigher.nova(ram=-1.0, cpu=0.5, disk=0.0), host_subset_size=3)
+        Weigher.nova(ram=-1.0, cpu=0.5, disk=0.0))
+
+
+def test_host_subset_size_is_drawn_once_by_novas_ranking_not_by_the_engine(nova_conf):
+    """Under nova the engine only pre-selects; nova's ranking applies
+    ``host_subset_size`` over nova's weights. A draw in the engine too
+    reordered the pool nova's stable sort then breaks ties in."""
+    nova_conf.config(group="filter_scheduler", host_subset_size=5)
+    assert weighing.from_nova_conf(CONF).host_subset_size == 1
 
 
 def test_our_group_has_no_copies_of_novas_weighing_options(nova_conf):
