@@ -84,41 +84,53 @@ def expected_state(flow: Flow, stock: Outcome, ours: Outcome
 def _expected_mover(flow: Flow, stock: Outcome, ours: Outcome,
                     was: dict[str, dict[str, int]]) -> dict[str, dict[str, int]] | None:
     """The mover's instance allocations where they are not stock's (None:
-    stock's): where stock could not move the server (no host, counting the
-    reschedules) and ours ended it with the new flavor (nova bug 1790204:
-    the source is a host for ours), the new flavor: on the same host, on
-    the providers that held the old one (a class only the new flavor has,
-    where ours put it); on another host, where ours put it if that is
-    exactly the new flavor. Where both resized on the same host, stock's
-    with each class pinned to the provider that held it before the move
-    (``_pinned``)."""
+    stock's). Nova bug 1790204 (the source is a host for ours): where ours
+    resized on the same host and stock could not take the source (no host,
+    counting the reschedules, or another host), the new flavor on the
+    providers that held the old one (``_new_flavor_on``); where stock found
+    no host and ours ended the server with the new flavor on another host,
+    where ours put it if that is exactly the new flavor. Where both resized
+    on the same host, stock's with each class pinned to the provider that
+    held it before the move (``_pinned``)."""
     role = f"s{flow.mover}"
     mine = ours.consumers.get(role, {})
+    if ours.same_host and ours.final_flavor_new and stock.final_flavor_new \
+            and not stock.same_host and _source_only_ours(stock, ours):
+        return _new_flavor_on(stock.mover_before, flow, stock, ours)
     if not (ours.final_flavor_new and not stock.final_flavor_new):
         if not (ours.same_host and stock.same_host and was):
             return None
         return _pinned(was, stock.mover_before)
     if ours.same_host and stock.same_host is False and stock.move_result == "NoValidHost" \
             or _roots(mine) == _roots(was):
-        now = {p: dict(r) for p, r in was.items()}
-        for rc in set(stock.new_flavor) | set(ours.new_flavor):
-            n = ours.new_flavor.get(rc, 0)
-            holders = [p for p, r in now.items() if r.get(rc)]
-            for p in holders:
-                now[p][rc] = n
-            if not holders and n:
-                where = [p for p, r in mine.items() if r.get(rc)]
-                now.setdefault(where[0] if where else "(nowhere)", {})[rc] = n
-        old_flavor = flavor_of(flow.servers[flow.mover], flow.shape)[0]
-        for rc in set(old_flavor) - set(ours.new_flavor):
-            for p in now:
-                now[p].pop(rc, None)
-        return now
+        return _new_flavor_on(was, flow, stock, ours)
     totals = allocations.class_totals(mine)
     extra = {rc: n for rc, n in allocations.class_totals(was).items()
              if rc not in stock.new_flavor and rc not in ours.new_flavor}
     return {p: dict(r) for p, r in mine.items()} \
         if totals == {**ours.new_flavor, **extra} else dict(was)
+
+
+def _new_flavor_on(old: dict[str, dict[str, int]], flow: Flow, stock: Outcome,
+                   ours: Outcome) -> dict[str, dict[str, int]]:
+    """``old`` (the server's allocations in its old flavor) with each flavor
+    class at its new amount on the providers holding it (a class only the
+    new flavor has, where ours put it; one only the old has, gone)."""
+    mine = ours.consumers.get(f"s{flow.mover}", {})
+    now = {p: dict(r) for p, r in old.items()}
+    for rc in set(stock.new_flavor) | set(ours.new_flavor):
+        n = ours.new_flavor.get(rc, 0)
+        holders = [p for p, r in now.items() if r.get(rc)]
+        for p in holders:
+            now[p][rc] = n
+        if not holders and n:
+            where = [p for p, r in mine.items() if r.get(rc)]
+            now.setdefault(where[0] if where else "(nowhere)", {})[rc] = n
+    old_flavor = flavor_of(flow.servers[flow.mover], flow.shape)[0]
+    for rc in set(old_flavor) - set(ours.new_flavor):
+        for p in now:
+            now[p].pop(rc, None)
+    return now
 
 
 def _pinned(now: dict[str, dict[str, int]], before: dict[str, dict[str, int]]
@@ -181,12 +193,6 @@ KNOWN_OPEN: dict[str, str] = {
               "migration empty and leaves it; the next boot, before the "
               "reconcile trims it, finds the host fuller than stock leaves "
               "it (the over-hold window of a failed resize)",
-    "decision": "nova bug 1790204, no write difference: at the move's call "
-                "ours chose the source, which stock cannot take (its claim "
-                "counts the old flavor) and took the next host, so the two "
-                "flows went different ways (prep_resize failing on the host "
-                "each chose: the conductor's reschedules walk different "
-                "hosts) and end on different hosts",
 }
 
 #: The double holds nova itself leaves (stock's end state breaks the
@@ -227,8 +233,6 @@ def family(stock: Outcome, ours: Outcome, diffs: Sequence[Difference]) -> str:
     if ours.killed == "after_claim" and ours.decisions and \
             ours.decisions[-1] is None and stock.decisions[-1] is not None:
         return "window"
-    if _source_only_ours(stock, ours):
-        return "decision"
     return "NEW"
 
 
@@ -255,13 +259,15 @@ def _source_only_ours(stock: Outcome, ours: Outcome) -> bool:
 def compare(flow: Flow, new_client: Callable[[], PlacementClient]
             ) -> tuple[list[Difference], Outcome, Outcome]:
     """Run ``flow`` with ours, then with stock (its scheduler dying at
-    the matching point; its reconcile never dies: ours' restarted
-    reconcile must end where one whole pass ends), each on a fresh
-    placement from ``new_client``; returns (differences, stock's outcome,
-    ours')."""
+    the matching point; prep_resize failing on the hosts it failed on in
+    ours' run, when stock chooses them; its reconcile never dies: ours'
+    restarted reconcile must end where one whole pass ends), each on a
+    fresh placement from ``new_client``; returns (differences, stock's
+    outcome, ours')."""
     ours = run_flow(flow, OURS, new_client())
     claim_kill = ours.killed if ours.killed in CLAIM_KILL_POINTS else ""
     stock = run_flow(flow, STOCK, new_client(), kill=claim_kill,
-                     follow=ours.decisions, next_boot=bool(claim_kill))
+                     follow=ours.decisions, next_boot=bool(claim_kill),
+                     fail_on=ours.failed_on)
     return differences(flow, stock, ours), stock, ours
 

@@ -62,6 +62,8 @@ class Outcome:
     held: list[Difference]       # servers not holding their flavor and ports once
     mover_before: dict[str, dict[str, int]]
     new_flavor: dict[str, int]
+    #: the hosts (uuids) prep_resize failed on, in order
+    failed_on: list[str] = dataclasses.field(default_factory=list)
 
 
 def _names(names: Mapping[str, str],
@@ -78,8 +80,13 @@ class FlowRun:
     model, the consumers' roles (``s<i>``, ``s<i>.m<k>``)."""
 
     def __init__(self, flow: Flow, strategy: str, client: PlacementClient,
-                 kill: str, follow: Sequence[Any] | None, restart: bool = True):
+                 kill: str, follow: Sequence[Any] | None, restart: bool = True,
+                 fail_on: Sequence[str] | None = None):
         self.flow, self.strategy, self.client = flow, strategy, client
+        #: the hosts prep_resize fails on (None: the flow's first
+        #: ``prep_failures`` hosts chosen); ``failed_on`` where it did
+        self.fail_on = None if fail_on is None else list(fail_on)
+        self.failed_on: list[str] = []
         self.names = move_fleet.build(client, flow.shape, flow.vcpus)
         rng = random.Random(7)
         self.sched = Scheduler(client, strategy, flow.engine,
@@ -132,7 +139,7 @@ class FlowRun:
             sched.move_ranking = SourceLast(mover.host)
         result, verify = _move(flow, model, mover.uuid, new_flavor, self.client,
                                self.names, self.stock_nova, self.strategy, before,
-                               self.reconcile)
+                               self.reconcile, self.fail_on, self.failed_on)
         sched.dying.armed = False
         if flow.end == "delete" and mover.uuid in model.servers:
             model.delete(mover.uuid)    # the user deletes it anyway
@@ -161,15 +168,19 @@ class FlowRun:
 
 def run_flow(flow: Flow, strategy: str, client: PlacementClient,
              kill: str | None = None, follow: Sequence[Any] | None = None,
-             next_boot: bool | None = None, restart: bool = True) -> Outcome:
+             next_boot: bool | None = None, restart: bool = True,
+             fail_on: Sequence[str] | None = None) -> Outcome:
     """Play ``flow`` with ``strategy`` on ``client`` (an empty placement),
     then one reconcile; ``kill`` overrides the flow's kill point;
     ``follow``: another run's decisions, preferred call by call;
     ``next_boot``: boot the next server after the move (None: when this
     run's scheduler died); ``restart`` False: no reconcile pass after the
-    reconcile process died (what the restarted service's pass repairs)."""
+    reconcile process died (what the restarted service's pass repairs);
+    ``fail_on``: the hosts prep_resize fails on, each once when chosen
+    (another run's ``failed_on``; None: the first ``flow.prep_failures``
+    hosts chosen)."""
     run = FlowRun(flow, strategy, client,
-                  flow.kill if kill is None else kill, follow, restart)
+                  flow.kill if kill is None else kill, follow, restart, fail_on)
     run.boot_all()
     run.strand()
     mover, model = run.mover, run.model
@@ -193,13 +204,14 @@ def run_flow(flow: Flow, strategy: str, client: PlacementClient,
                    live and mover is not None and mover.flavor == new_flavor != old_flavor,
                    run.sched.dying.reached or run.reconcile.reached,
                    run.sched.decisions, move_call, source, verify, held, before,
-                   new_flavor if live else {})
+                   new_flavor if live else {}, run.failed_on)
 
 
 def _move(flow: Flow, model: NovaModel, uuid: str, new_flavor: dict[str, int],
           client: PlacementClient, names: Mapping[str, str], stock_nova: Scheduler,
           strategy: str, before: dict[str, dict[str, int]],
-          reconcile: ReconcileService) -> tuple[str, list[Difference]]:
+          reconcile: ReconcileService, fail_on: list[str] | None,
+          failed_on: list[str]) -> tuple[str, list[Difference]]:
     verify: list[Difference] = []
     try:
         if flow.move == "live":
@@ -221,6 +233,12 @@ def _move(flow: Flow, model: NovaModel, uuid: str, new_flavor: dict[str, int],
     except SchedulerUnreachable:
         return "lost", verify
     for _ in range(flow.prep_failures):
+        assert move is not None
+        if fail_on is not None:
+            if move.dest not in fail_on:
+                break
+            fail_on.remove(move.dest)
+        failed_on.append(move.dest)
         move = model.fail_on_destination(uuid)
         if move is None:
             return "ok", verify     # back on the source, old flavor
