@@ -1,9 +1,9 @@
 """The candidate-source contract: where a move strategy gets its hosts.
 
 A ``CandidateSource`` answers "which hosts fit this query, best first", for
-a boot (``candidates``) and for a move (``move_candidates``: every host
-weighed against one view in which the moving server's old allocations may
-be treated as free). Keeping what it answers from up to date is another
+a boot (``candidates``) and for a move (``move_candidates``: the source
+host with the moving server's old allocations treated as free, every
+other host's providers chosen with them held). Keeping what it answers from up to date is another
 object's job, its ``FleetUpkeep``; a ``SourcePlugin`` builds the two. A ``Ranking`` re-orders, and may drop, candidates for
 one call (nova's host filters and weighers, for instance); it is passed
 per call, never stored in a source.
@@ -51,7 +51,8 @@ class Candidate:
 
 @dataclasses.dataclass(frozen=True)
 class MoveCandidates:
-    """The candidates of a move, all weighed against one view.
+    """The candidates of a move: the source with the old allocations
+    released, the other hosts' providers chosen with them held.
 
     ``same_host``: the source host, with the old allocations released (its
     real free space), or None if it does not fit even then. ``others``:

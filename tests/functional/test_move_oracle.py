@@ -4,7 +4,8 @@ Generated flows (hypothesis: a failure shrinks to a minimal flow) run with
 stock and with ours on the embedded placement (with placement's candidates
 from the reference, so the placement source runs too); every difference must be
 one KNOWN_OPEN explains, and each known family is pinned by a minimal
-flow that fails once it is fixed (then drop the entry). ORACLE_FLOWS sets
+flow that fails once it is fixed (then drop the entry); so is each of
+nova's own double holds (STOCK_BREAKS), where ours ends as stock. ORACLE_FLOWS sets
 the number of generated flows (default 300); the long sweeps are
 ``python -m scheduler_ext.lab.move_oracle_sweep`` (doc/source/testing.rst).
 """
