@@ -105,8 +105,10 @@ def _fleet_size(rng: random.Random) -> int:
     roll = rng.random()
     if roll < 0.05:
         return rng.randint(0, 2)
-    if roll < 0.985:
-        return rng.randint(2, 300)
+    if roll < 0.6:
+        return rng.randint(2, 60)
+    if roll < 0.99:
+        return rng.randint(60, 300)
     return rng.randint(500, 2000)
 
 
@@ -165,6 +167,7 @@ def _metrics(rng: random.Random):
 def _hosts(rng: random.Random, n: int, members: list[str], cells: list[str]) -> list:
     aggs = _aggregates(rng)
     pcis = [_pci(rng) for _ in range(4)]
+    metric_lists = [_metrics(rng) for _ in range(6)]
     fields = _fields(rng)
     hosts = []
     for i in range(n):
@@ -175,7 +178,7 @@ def _hosts(rng: random.Random, n: int, members: list[str], cells: list[str]) -> 
         state.aggregates = rng.sample(aggs, rng.randint(0, len(aggs))) \
             if rng.random() < 0.7 else []
         state.pci_stats = rng.choice(pcis)
-        state.metrics = _metrics(rng)
+        state.metrics = rng.choice(metric_lists)
         state.instances = {m: None for m in members if rng.random() < 0.2}
         hosts.append(state)
     return hosts
