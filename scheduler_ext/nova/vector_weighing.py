@@ -21,6 +21,7 @@ as nova runs it: its ``weigh_objects``, nova's ``normalize``, its
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -114,12 +115,15 @@ def _in_preferred_cell(weigher, hosts, spec, multipliers) -> np.ndarray:
                        dtype=float, count=n)
 
 
+_count = operator.itemgetter("count")
+
+
 def _pci_devices_kept_free(weigher, hosts, spec, multipliers) -> np.ndarray:
     """``MAX_DEVS`` less the host's free PCI devices (at most one less):
     hosts without devices weigh most."""
-    free = np.fromiter(
-        (sum(pool["count"] for pool in (h.pci_stats.pools if h.pci_stats else []))
-         for h in hosts), dtype=float, count=len(hosts))
+    pools = [h.pci_stats.pools if h.pci_stats else () for h in hosts]
+    free = np.fromiter(map(sum, map(map, itertools.repeat(_count), pools)),
+                       dtype=float, count=len(hosts))
     return pci.MAX_DEVS - np.minimum(free, pci.MAX_DEVS - 1)
 
 
@@ -200,24 +204,23 @@ def aggregate_multiplier(aggregates: Sequence, key: str, default: float) -> floa
         return default
 
 
+_aggregates_of = operator.attrgetter("aggregates")
+
+
 class AggregateSets:
     """The hosts grouped by their aggregates (the same aggregate objects in
     the same order): a multiplier is read once per group."""
 
     def __init__(self, hosts: Sequence):
+        lists = list(map(_aggregates_of, hosts))
+        keys = list(map(tuple, map(map, itertools.repeat(id), lists)))
         first: dict[tuple[int, ...], int] = {}
-        self.groups: list[Sequence] = []
-        at = []
-        for h in hosts:
-            aggs = h.aggregates
-            key = tuple(map(id, aggs))
-            i = first.get(key)
-            if i is None:
-                i = first[key] = len(self.groups)
-                self.groups.append(aggs)
-            at.append(i)
         #: per host, its group
-        self.group_of = np.array(at, dtype=np.intp)
+        self.group_of = np.array([first.setdefault(k, len(first)) for k in keys],
+                                 dtype=np.intp)
+        one_of = dict(zip(keys, lists))
+        #: per group, its aggregates
+        self.groups: list[Sequence] = [one_of[k] for k in first]
 
     def multipliers(self, key: str, default: float) -> np.ndarray:
         """Per host, its multiplier for metadata ``key`` (float64)."""
@@ -274,8 +277,8 @@ class VectorWeighing:
             order = sorted(range(len(hosts)), key=weights.__getitem__, reverse=True)
         else:
             order = np.argsort(-totals, kind="stable").tolist()
-        return [host_weights.WeighedHost(hosts[i], w)
-                for i, w in zip(order, totals[order].tolist())]
+        return list(map(host_weights.WeighedHost, map(hosts.__getitem__, order),
+                        totals[order].tolist()))
 
     def weights(self, hosts: Sequence, spec) -> np.ndarray:
         """Per host (in ``hosts``' order, at least two), its total weight."""
