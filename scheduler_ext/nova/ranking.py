@@ -237,7 +237,8 @@ class NovaRanking:
 
     def _nova_order(self, hosts: list) -> list:
         """The hosts nova's filters keep, in the order nova would try them
-        (nova's weighing, ``VectorWeighing``: its weights and order). As in nova, a host whose candidates a filter removed (NUMA, PCI)
+        (nova's weighing by ``VectorWeighing``: nova's weights and order).
+        As in nova, a host whose candidates a filter removed (NUMA, PCI)
         is weighed with the others; ``rank`` skips it as nova's claim
         loop does."""
         passed = self.host_manager.get_filtered_hosts(hosts, self.spec_obj,
