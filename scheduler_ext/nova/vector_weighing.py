@@ -190,6 +190,7 @@ KERNELS: dict[type, Kernel] = {
         _image_properties, "image_props_weight_multiplier"),
 }
 
+
 def aggregate_multiplier(aggregates: Sequence, key: str, default: float) -> float:
     """A host's multiplier: the least of its aggregates' ``key`` values
     (as floats), ``default`` when none has the key or one does not parse."""
