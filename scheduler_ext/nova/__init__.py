@@ -14,6 +14,9 @@ Importing this package imports nothing from nova. Its modules:
 ``ranking``
     nova's host filters and weighers as a per-call ``Ranking`` of our
     candidates.
+``vector_weighing``
+    nova's enabled weighers on numpy arrays, equal to nova's
+    ``get_weighed_hosts`` (nova's own code for a weigher it does not know).
 ``host_reads``
     nova's HostManager reading the service rows of the candidates' hosts
     only.

@@ -22,6 +22,7 @@ import nova.conf
 from nova.scheduler import filters as nova_filters
 
 from scheduler_ext.nova.request import allocation_request
+from scheduler_ext.nova.vector_weighing import VectorWeighing
 from scheduler_ext.sources.base import Candidate, Weights, roots_of
 
 CONF = nova.conf.CONF
@@ -159,6 +160,8 @@ class NovaRanking:
         #: handing them over costs a new object on each of up to 1,000
         #: states, and nova's default filters read none
         self.hand_over = any(map(reads_candidates, host_manager.enabled_filters))
+        #: nova's weighers (the host manager's, in its order) on arrays
+        self.weighing = VectorWeighing(host_manager.weighers)
 
     @property
     def states(self) -> dict[str, Any]:
@@ -233,7 +236,8 @@ class NovaRanking:
         return weights
 
     def _nova_order(self, hosts: list) -> list:
-        """The hosts nova's filters keep, in the order nova would try them.
+        """The hosts nova's filters keep, in the order nova would try them
+        (nova's weighing by ``VectorWeighing``: nova's weights and order).
         As in nova, a host whose candidates a filter removed (NUMA, PCI)
         is weighed with the others; ``rank`` skips it as nova's claim
         loop does."""
@@ -241,7 +245,7 @@ class NovaRanking:
                                                       self.index)
         if not passed:
             return []
-        weighed = self.host_manager.get_weighed_hosts(passed, self.spec_obj)
+        weighed = self.weighing.weighed_hosts(passed, self.spec_obj)
         if CONF.filter_scheduler.shuffle_best_same_weighed_hosts:
             top = weighed[0].weight     # weighed is best first
             best = list(itertools.takewhile(lambda w: w.weight == top, weighed))

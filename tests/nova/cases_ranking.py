@@ -14,6 +14,7 @@ import unittest
 import uuid
 
 from nova.scheduler import filters as nova_filters
+from nova.scheduler import weights as nova_weights
 from nova.scheduler.filters.compute_filter import ComputeFilter
 from nova.scheduler.filters.image_props_filter import ImagePropertiesFilter
 from nova.scheduler.filters.numa_topology_filter import NUMATopologyFilter
@@ -67,9 +68,25 @@ class _OperatorsFilter(nova_filters.BaseHostFilter):
         return bool(host.allocation_candidates)
 
 
+class _OrderWeigher(nova_weights.BaseHostWeigher):
+    """A weigher of an operator's (run as nova's code): the earlier a
+    host in its manager's ``order``, the higher; records the hosts it
+    was handed."""
+
+    def __init__(self, manager: "_HostManager"):
+        self.manager = manager
+
+    def weigh_objects(self, weighed_obj_list, weight_properties):
+        self.manager.weighed.append([w.obj.uuid for w in weighed_obj_list])
+        return [-self.manager.order.index(w.obj.uuid) for w in weighed_obj_list]
+
+    def _weigh_object(self, obj, weight_properties):
+        raise AssertionError("weigh_objects is overridden")
+
+
 class _HostManager:
     """nova's HostManager surface NovaRanking calls; the filter is nova's
-    mixin, the weight is the host's position in ``order``."""
+    mixin, the weigher ranks by the host's position in ``order``."""
 
     def __init__(self, order: list[str], host_filter: _MappingFilter,
                  cell_order: list[str] | None = None):
@@ -82,6 +99,7 @@ class _HostManager:
         #: the hosts each call of the filters and the weighers was given
         self.filtered: list[list[str]] = []
         self.weighed: list[list[str]] = []
+        self.weighers = [_OrderWeigher(self)]
 
     def get_host_states_by_uuids(self, context, uuids, spec):
         first = [u for u in self.cell_order or () if u in uuids]
@@ -92,11 +110,6 @@ class _HostManager:
     def get_filtered_hosts(self, hosts, spec, index):
         self.filtered.append([h.uuid for h in hosts])
         return [h for h in hosts if self.filter.host_passes(h, spec)]
-
-    def get_weighed_hosts(self, hosts, spec):
-        self.weighed.append([h.uuid for h in hosts])
-        return sorted((types.SimpleNamespace(obj=h, weight=-self.order.index(h.uuid))
-                       for h in hosts), key=lambda w: -w.weight)
 
 
 class HostCandidatesRead(unittest.TestCase):
