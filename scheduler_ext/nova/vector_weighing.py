@@ -199,9 +199,9 @@ def aggregate_multiplier(aggregates: Sequence, key: str, default: float) -> floa
         return default
     try:
         return min([float(v) for v in values])
-    except ValueError as e:
-        LOG.warning("Could not decode '%(name)s' weight multiplier: %(exce)s",
-                    {"exce": e, "name": key})
+    except ValueError as exc:
+        LOG.warning("aggregate metadata %s is not a number (%s): the host "
+                    "weighs with the configured multiplier %s", key, exc, default)
         return default
 
 
