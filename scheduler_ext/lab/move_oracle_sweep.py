@@ -23,6 +23,7 @@ import collections
 import contextlib
 import logging
 import random
+import signal
 import sys
 import time
 from typing import Callable, Iterator
@@ -171,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--show", action="append", default=["NEW"], metavar="FAMILY",
                     help="also print the flows of this family (NEW always)")
     args = ap.parse_args(argv)
+    # SIGTERM as Ctrl-C: the placement and PostgreSQL started are stopped
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     show = frozenset(args.show)
     logging.disable(logging.CRITICAL)
     started = time.monotonic()
