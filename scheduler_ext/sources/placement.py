@@ -117,7 +117,7 @@ class PlacementCandidateSource:
         # placement's own pick on the source, the old allocations held
         # (stock's claim there: its first candidate of the host)
         placed = next((c for c in self._weighed(cands, summaries) if c.root == source),
-                      None)
+                      None) if any(c.root == source for c in cands) else None
         same, held, view, devices = self._on_source(query, source, released, placed)
         # the source weighed with the old allocations released, the other
         # hosts as placement answered, with them held: a host sharing a
