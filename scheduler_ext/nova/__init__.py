@@ -17,9 +17,9 @@ Importing this package imports nothing from nova. Its modules:
 ``vector_weighing``
     nova's enabled weighers on numpy arrays, equal to nova's
     ``get_weighed_hosts`` (nova's own code for a weigher it does not know).
-``host_reads``
-    nova's HostManager reading the service rows of the candidates' hosts
-    only.
+``host_state_view``
+    nova's host states mirrored from the cells' compute node and service
+    rows, refreshed by what changed.
 ``garbage``
     Each call's nova HostStates dropped in a thread after the answer.
 ``placement_client``

@@ -18,8 +18,9 @@ to the live flavor, a migration consumer left holding allocations after
 its move ended is emptied). It runs whether or not nova's own periodic
 tasks are enabled: it bounds how long placement over-holds.
 
-Its HostManager reads the ``nova-compute`` service rows of the candidates'
-hosts only, not every one of the cell (``host_reads``).
+Its HostManager takes the candidates' host states from a mirror of the
+cells' compute node and service rows refreshed by what changed
+(``host_state_view``), not from a read of every candidate per request.
 
 Requests scheduler-ext does not model (see ``request.UseNova``) go to
 nova's own code path unchanged.
@@ -37,7 +38,7 @@ from nova import objects
 from nova.scheduler import manager as nova_manager
 
 from scheduler_ext import errors
-from scheduler_ext.nova import host_reads, notifications, service
+from scheduler_ext.nova import host_state_view, notifications, service
 from scheduler_ext.nova.request import UseNova
 from scheduler_ext.nova.scheduler import public_reason
 
@@ -50,7 +51,7 @@ class SchedulerManager(nova_manager.SchedulerManager):
     def __init__(self, *args, **kwargs):
         service.register_opts(CONF)
         super().__init__(*args, **kwargs)
-        host_reads.scope_service_reads(self.host_manager)
+        host_state_view.mirror_host_states(self.host_manager)
         # nova's report client: the one its own scheduler manager uses
         self.ext = service.ExtService(self.host_manager,
                                       lambda: self.placement_client)

@@ -24,9 +24,12 @@ LONG_FUNCTIONS: dict[str, str] = {}
 #: Underscored names of other projects that we must use: the periodic-task
 #: table of nova's manager (oslo.service) and the keyword default of nova's
 #: RPC signature, which the nova manager extends; ``os._exit``, the public
-#: way for a forked child to end without running the parent's clean-ups.
+#: way for a forked child to end without running the parent's clean-ups;
+#: the two per-request reads of nova's HostManager, which our subclass of
+#: it calls on itself as nova's own ``get_host_states_by_uuids`` does.
 FOREIGN_PRIVATE = {"_periodic_tasks", "_periodic_spacing",
-                   "_periodic_last_run", "_sentinel", "_exit"}
+                   "_periodic_last_run", "_sentinel", "_exit",
+                   "_get_aggregates_info", "_get_instance_info"}
 
 
 def _run(*cmd: str) -> subprocess.CompletedProcess:

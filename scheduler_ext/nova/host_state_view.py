@@ -1,0 +1,278 @@
+"""nova's host states of the compute nodes, mirrored from the cell
+databases and refreshed by what changed.
+
+For each scheduling request nova's ``HostManager.get_host_states_by_uuids``
+reads the candidates' compute nodes and every ``nova-compute`` service row
+of each cell, and builds a new ``HostState`` per candidate (its metrics
+are parsed from JSON, and each update takes a lock). At 1,000 candidates
+that is 0.3 to 0.6 s a request, whatever changed since the last one.
+
+``HostStateView`` holds, per cell, the compute node rows and the
+``nova-compute`` service rows as nova's objects, and per compute node a
+host state built from them by nova's own code (``HostState`` and its
+``update``). Each request first refreshes the cells it reads: one
+statement per table returns the rows created, updated or deleted since
+``OVERLAP_SECONDS`` before the previous refresh started; only the rows
+that differ from the ones held are taken. A changed compute node's host state
+is rebuilt; a changed service row replaces the service of its host's
+states (what nova's ``update`` does with a service). Each candidate's host
+state is then a copy of its built one, given the aggregates and instances
+nova gives it per request (``_get_aggregates_info``,
+``_get_instance_info``) and its own limits and PCI device pools, so that a
+request's filters and claims never touch another request's host states.
+
+Same host states as nova's: same rows, same code building them. The
+timestamps are written by nova's conductors: a row committed later than
+``OVERLAP_SECONDS`` after its own timestamp (by the scheduler's clock:
+commit delay and clock skew together) is missed until it is written
+again. Services are written again at every heartbeat (``report_interval``,
+10 s by default), so a refresh reads about ``OVERLAP_SECONDS /
+report_interval`` of the fleet's service rows; compute nodes are read as
+their resource trackers write them. The statements scan the tables (nova
+indexes none of the timestamps): the database reads every row, Python
+only the changed ones.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import dataclasses
+import datetime
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from oslo_log import log as logging
+from oslo_utils import timeutils
+
+from nova import context as nova_context
+from nova import objects
+from nova.db.main import api as main_db
+from nova.db.main import models
+from nova.objects import base as obj_base
+from nova.scheduler import host_manager
+
+LOG = logging.getLogger(__name__)
+
+#: How far behind the newest timestamp seen a refresh looks again, in
+#: seconds: the commit delay and conductor clock skew the view tolerates.
+OVERLAP_SECONDS = 2.0
+
+_COMPUTE_NODES = models.ComputeNode.__table__
+_SERVICES = models.Service.__table__
+
+
+def _changed_rows(context, table: sa.Table, since: datetime.datetime | None,
+                  where: Any = None) -> list[dict]:
+    """Rows of ``table`` (deleted ones included) created, updated or deleted
+    after ``since`` less the overlap (UTC, as nova stamps them); every row
+    not deleted when ``since`` is None."""
+    select = sa.select(table)
+    if where is not None:
+        select = select.where(where)
+    if since is None:
+        select = select.where(table.c.deleted == 0)
+    else:
+        low = since - datetime.timedelta(seconds=OVERLAP_SECONDS)
+        select = select.where(sa.or_(table.c.created_at > low, table.c.updated_at > low,
+                                     table.c.deleted_at > low))
+    engine = main_db.get_engine(context=context)
+    with engine.connect() as conn:
+        return [dict(r) for r in conn.execute(select).mappings()]
+
+
+@dataclasses.dataclass
+class CellMirror:
+    """One cell's compute node and ``nova-compute`` service rows as the
+    database last gave them, and the host states built from them."""
+
+    cell_uuid: str
+    #: compute node id -> its row; uuid -> the ComputeNode object
+    node_rows: dict[int, dict] = dataclasses.field(default_factory=dict)
+    nodes: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: service id -> its row; host -> the Service object
+    service_rows: dict[int, dict] = dataclasses.field(default_factory=dict)
+    services: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: compute node uuid -> its host state, built by nova's code
+    built: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: compute node uuids per host (a host may have several nodes: ironic)
+    uuids_of_host: dict[str, set[str]] = dataclasses.field(
+        default_factory=lambda: collections.defaultdict(set))
+    #: when the last refresh started, by this host's clock in UTC (None:
+    #: never; the next reads the tables whole)
+    read_at: datetime.datetime | None = None
+
+    def refresh(self, context) -> None:
+        """Take the rows changed since the last refresh (all at the first).
+        A row stamped more than ``OVERLAP_SECONDS`` before the last refresh
+        started was committed before it (the tolerance) and taken then."""
+        started = timeutils.utcnow()
+        rows = _changed_rows(context, _SERVICES, self.read_at,
+                             _SERVICES.c.binary == "nova-compute")
+        changed = [r for r in rows if self.service_rows.get(r["id"]) != r]
+        if changed:
+            self._take_services(context, changed)
+        rows = _changed_rows(context, _COMPUTE_NODES, self.read_at)
+        self.read_at = started
+        changed = [r for r in rows if self.node_rows.get(r["id"]) != r]
+        if changed:
+            self._take_nodes(context, changed)
+
+    def _take_services(self, context, rows: list[dict]) -> None:
+        live = [r for r in rows if not r["deleted"]]
+        made = obj_base.obj_make_list(context, objects.ServiceList(context),
+                                      objects.Service, live)
+        for row in rows:
+            self.service_rows[row["id"]] = row
+            if row["deleted"]:
+                del self.service_rows[row["id"]]
+                held = self.services.get(row["host"])
+                if held is not None and held.id == row["id"]:
+                    del self.services[row["host"]]
+                    for uuid in self.uuids_of_host.get(row["host"], ()):
+                        self.built.pop(uuid, None)
+        for service in made:
+            self.services[service.host] = service
+            for uuid in self.uuids_of_host.get(service.host, ()):
+                state = self.built.get(uuid)
+                if state is not None:
+                    state.service = host_manager.ReadOnlyDict(dict(service))
+
+    def _take_nodes(self, context, rows: list[dict]) -> None:
+        live = [r for r in rows if not r["deleted"]]
+        made = obj_base.obj_make_list(context, objects.ComputeNodeList(context),
+                                      objects.ComputeNode, live)
+        for row in rows:
+            self.node_rows[row["id"]] = row
+            if row["deleted"]:
+                del self.node_rows[row["id"]]
+                held = self.nodes.get(row["uuid"])
+                if held is not None and held.id == row["id"]:
+                    del self.nodes[row["uuid"]]
+                    self.built.pop(row["uuid"], None)
+                    self.uuids_of_host[row["host"]].discard(row["uuid"])
+        for node in made:
+            previous = self.nodes.get(node.uuid)
+            if previous is not None and previous.host != node.host:
+                self.uuids_of_host[previous.host].discard(node.uuid)
+            self.nodes[node.uuid] = node
+            self.uuids_of_host[node.host].add(node.uuid)
+            self.built.pop(node.uuid, None)     # rebuilt when next asked for
+
+    def host_state(self, manager: host_manager.HostManager, uuid: str) -> Any | None:
+        """The built host state of compute node ``uuid`` (built now if it
+        was not), or None: no such node, or its host has no service row
+        (nova logs and skips such a node)."""
+        state = self.built.get(uuid)
+        if state is not None:
+            return state
+        node = self.nodes.get(uuid)
+        if node is None:
+            return None
+        service = self.services.get(node.host)
+        if service is None:
+            LOG.warning("No compute service record found for host %s", node.host)
+            return None
+        state = manager.host_state_cls(node.host, node.hypervisor_hostname,
+                                       self.cell_uuid, compute=node)
+        state.update(node, dict(service))
+        self.built[uuid] = state
+        return state
+
+
+class HostStateView:
+    """nova's host states of every cell's compute nodes (see the module's
+    text), for one HostManager."""
+
+    def __init__(self, manager: host_manager.HostManager):
+        self.manager = manager
+        self.cells: dict[str, CellMirror] = {}
+        #: requests run concurrently (green or native threads): one at a
+        #: time refreshes the mirrors and takes its built states
+        self._lock = threading.Lock()
+
+    def built_states(self, context, cells: Sequence,
+                     compute_uuids: Iterable[str]) -> dict[tuple[str, str], Any]:
+        """(host, node) -> built host state of the compute nodes
+        ``compute_uuids`` in ``cells``, after refreshing their mirrors. A
+        cell that fails to answer gives none of its hosts, as in nova.
+        The built states are the view's: hand out ``fresh_copy``s."""
+        with self._lock:
+            return self._built_states(context, cells, set(compute_uuids))
+
+    def _built_states(self, context, cells: Sequence,
+                      wanted: set[str]) -> dict[tuple[str, str], Any]:
+        states: dict[tuple[str, str], Any] = {}
+        for cell in cells:
+            mirror = self.cells.get(cell.uuid)
+            if mirror is None:
+                mirror = self.cells[cell.uuid] = CellMirror(cell.uuid)
+            try:
+                with nova_context.target_cell(context, cell) as cctxt:
+                    mirror.refresh(cctxt)
+            except Exception as exc:    # as nova's scatter-gather: skip the cell
+                LOG.warning("reading the compute nodes of cell %s failed: %s",
+                            cell.uuid, exc, exc_info=True)
+                continue
+            for uuid in wanted.intersection(mirror.nodes):
+                built = mirror.host_state(self.manager, uuid)
+                if built is not None:
+                    states[(built.host, built.nodename)] = built
+        return states
+
+
+def fresh_copy(built: Any) -> Any:
+    """A copy of a view's built host state for one request: its own limits,
+    allocation candidates and PCI device pools (a claim takes devices);
+    the rest is shared and replaced, never changed in place, by nova's
+    filters and ``consume_from_request``."""
+    # copy.copy of a HostState goes through __reduce_ex__: 3x slower
+    state = object.__new__(type(built))
+    state.__dict__.update(built.__dict__)
+    state.limits = {}
+    state.allocation_candidates = []
+    if state.pci_stats and state.pci_stats.pools:
+        state.pci_stats = copy.deepcopy(state.pci_stats)
+    return state
+
+
+class MirroredHostManager(host_manager.HostManager):
+    """nova's HostManager whose per-request host states come from a
+    ``HostStateView``. Reads of every compute node (``compute_uuids``
+    None: nova's periodic host discovery and the like) are nova's own."""
+
+    view: HostStateView
+
+    def get_host_states_by_uuids(self, context, compute_uuids, spec_obj):
+        if compute_uuids is None:
+            return super().get_host_states_by_uuids(context, compute_uuids, spec_obj)
+        # a request for one cell without a cross-cell move reads that cell only
+        destination = (spec_obj.requested_destination
+                       if spec_obj and 'requested_destination' in spec_obj else None)
+        if (destination and 'cell' in destination and destination.cell and
+                not destination.allow_cross_cell_move):
+            cells = [destination.cell]
+        else:
+            cells = self.enabled_cells
+        built = self.view.built_states(context, cells, compute_uuids)
+        # in nova's order: the iteration order of a set of (host, node) keys
+        out = []
+        for key in set(built):
+            state = fresh_copy(built[key])
+            state.aggregates = self._get_aggregates_info(state.host)
+            state.instances = self._get_instance_info(context, state)
+            out.append(state)
+        return out
+
+
+def mirror_host_states(manager: host_manager.HostManager) -> None:
+    """Give the HostManager nova's scheduler manager built the behaviour of
+    ``MirroredHostManager``. nova builds it in the manager's constructor
+    (reading cells, aggregates and every host's instances); building a
+    second one would double the service's start-up, so the instance takes
+    the subclass and its view."""
+    if type(manager) is host_manager.HostManager:
+        manager.__class__ = MirroredHostManager
+        manager.view = HostStateView(manager)

@@ -1,0 +1,167 @@
+"""Our reads of nova's databases, in nova 34's harness: our manager's
+HostManager (``host_state_view``) gives the host states nova's own gives,
+from a mirror of the cell's rows refreshed by what changed; a move's
+Migration record (``migrations``) is the one nova's objects give.
+Run by ``test_nova_functional.py`` (testtools, in a subprocess)."""
+
+import random
+from unittest import mock
+import uuid
+
+from nova import context as nova_context
+from nova import objects
+from nova.scheduler import host_manager
+from nova import test
+from nova.tests.functional import integrated_helpers
+
+from scheduler_ext.nova import host_state_view, migrations
+from scheduler_ext.nova.request import MOVE_TYPES
+from tests.nova.harness import OurCases
+
+
+def _described(states) -> list:
+    """What nova's filters and weighers read of each host state."""
+    return sorted((s.host, s.nodename, s.uuid, s.cell_uuid, dict(s.service),
+                   s.free_ram_mb, s.total_usable_ram_mb, s.vcpus_total, s.vcpus_used,
+                   s.free_disk_mb, s.disk_mb_used, s.num_instances, s.num_io_ops,
+                   s.hypervisor_type, s.hypervisor_version, s.cpu_allocation_ratio,
+                   s.ram_allocation_ratio, s.disk_allocation_ratio, s.updated,
+                   sorted(a.id for a in s.aggregates), sorted(s.instances))
+                  for s in states)
+
+
+class MirroredHostStates(OurCases, integrated_helpers.ProviderUsageBaseTestCase):
+    """Our manager's HostManager gives nova's host states after every kind
+    of change to the cell's rows, reading only the changed rows."""
+
+    compute_driver = "fake.MediumFakeDriver"
+
+    def setUp(self):
+        super().setUp()
+        for i in range(1, 5):
+            self._start_compute(host=f"host{i}")
+        self.ctx = nova_context.get_admin_context()
+        self.ours = self.scheduler_service.manager.host_manager
+        self.nova = host_manager.HostManager()
+
+    def _uuids(self, *hosts):
+        return [self._get_provider_uuid_by_host(h) for h in hosts]
+
+    def _assert_same(self, uuids):
+        got = _described(self.ours.get_host_states_by_uuids(self.ctx, uuids, None))
+        expected = _described(self.nova.get_host_states_by_uuids(self.ctx, uuids, None))
+        self.assertEqual(expected, got)
+        return got
+
+    def test_same_host_states_as_novas_after_each_change(self):
+        self.assertIsInstance(self.ours, host_state_view.MirroredHostManager)
+        everyone = self._uuids("host1", "host2", "host3", "host4")
+        self.assertEqual(4, len(self._assert_same(everyone)))
+        # a service disabled (an operator's action)
+        service = self.admin_api.get_services(host="host4", binary="nova-compute")[0]
+        self.admin_api.put_service(service["id"], {"status": "disabled"})
+        got = self._assert_same(everyone)
+        self.assertTrue(got[3][4]["disabled"])
+        # a compute node's usage reported (a server booted on host2)
+        server = self._create_server(networks="none", host="host2")
+        self.computes["host2"].manager.update_available_resource(self.ctx)
+        got = self._assert_same(everyone)
+        self.assertIn(server["id"], got[1][-1])
+        # a compute node gone: its service deleted with it
+        self.computes["host3"].stop()
+        service = self.admin_api.get_services(host="host3", binary="nova-compute")[0]
+        self.admin_api.api_delete(f"/os-services/{service['id']}")
+        got = self._assert_same(everyone)
+        self.assertEqual(["host1", "host2", "host4"], [g[0] for g in got])
+        # a new compute host
+        self._start_compute(host="host5")
+        self.assertEqual(4, len(self._assert_same(everyone + self._uuids("host5"))))
+        # a host's aggregate, held in nova's memory, read per request
+        agg = objects.Aggregate(self.ctx, name="agg1")
+        agg.create()
+        agg.add_host("host1")
+        self.ours.update_aggregates([agg])
+        self.nova.update_aggregates([agg])
+        got = self._assert_same(self._uuids("host1"))
+        self.assertEqual([agg.id], got[0][-2])
+
+    def test_a_refresh_takes_only_the_rows_that_changed(self):
+        everyone = self._uuids("host1", "host2", "host3", "host4")
+        self._assert_same(everyone)
+        service = self.admin_api.get_services(host="host2", binary="nova-compute")[0]
+        self.admin_api.put_service(service["id"], {"status": "disabled"})
+        mirror = host_state_view.CellMirror
+        taken: dict[str, list] = {"services": [], "nodes": []}
+
+        def recording(kind, take):
+            def record(self, context, rows):
+                taken[kind].append([r["host"] for r in rows])
+                return take(self, context, rows)
+            return record
+        with mock.patch.object(mirror, "_take_services",
+                               recording("services", mirror._take_services)), \
+                mock.patch.object(mirror, "_take_nodes",
+                                  recording("nodes", mirror._take_nodes)):
+            self._assert_same(everyone)
+        self.assertEqual({"services": [["host2"]], "nodes": []}, taken)
+
+
+class PendingMigrationRead(test.TestCase):
+    """``migrations.pending_migration`` gives the record nova's own objects
+    give for the rule it replaced: the newest not deleted ``pre-migrating``
+    resize or cold migration of the instance."""
+
+    TYPES = ("resize", "migration", "live-migration", "evacuation")
+    STATUSES = ("pre-migrating", "migrating", "finished", "error", "confirmed")
+
+    def setUp(self):
+        super().setUp()
+        self.ctx = nova_context.get_admin_context()
+
+    def _migration(self, instance, status, kind, deleted=False):
+        m = objects.Migration(
+            self.ctx, instance_uuid=instance, uuid=str(uuid.uuid4()),
+            status=status, migration_type=kind, source_compute=f"src-{kind}",
+            source_node=f"node-{status}")
+        m.create()
+        if deleted:     # soft-deleted, as deleting its instance leaves it
+            m.deleted = True
+            m.save()
+        return m
+
+    def _nova_rule(self, instance):
+        found = [m for m in objects.MigrationList.get_by_filters(
+            self.ctx, {"instance_uuid": instance, "status": "pre-migrating"})
+            if m.migration_type in MOVE_TYPES]
+        return max(found, key=lambda m: m.id) if found else None
+
+    def test_none_without_a_pending_move(self):
+        instance = str(uuid.uuid4())
+        self.assertIsNone(migrations.pending_migration(self.ctx, instance, MOVE_TYPES))
+        self._migration(instance, "pre-migrating", "live-migration")
+        self._migration(instance, "migrating", "resize")
+        self._migration(instance, "pre-migrating", "resize", deleted=True)
+        self.assertIsNone(migrations.pending_migration(self.ctx, instance, MOVE_TYPES))
+
+    def test_newest_pending_move_of_the_instance(self):
+        instance, other = str(uuid.uuid4()), str(uuid.uuid4())
+        self._migration(instance, "pre-migrating", "resize")
+        newest = self._migration(instance, "pre-migrating", "migration")
+        self._migration(other, "pre-migrating", "resize")
+        got = migrations.pending_migration(self.ctx, instance, MOVE_TYPES)
+        self.assertEqual((newest.uuid, "src-migration", "node-pre-migrating"),
+                         tuple(got))
+
+    def test_same_record_as_nova_objects_on_random_histories(self):
+        rng = random.Random(1790204)
+        instances = [str(uuid.uuid4()) for _ in range(12)]
+        for _ in range(120):
+            self._migration(rng.choice(instances), rng.choice(self.STATUSES),
+                            rng.choice(self.TYPES), deleted=rng.random() < 0.2)
+        for instance in instances + [str(uuid.uuid4())]:
+            expected = self._nova_rule(instance)
+            got = migrations.pending_migration(self.ctx, instance, MOVE_TYPES)
+            self.assertEqual(
+                None if expected is None else
+                (expected.uuid, expected.source_compute, expected.source_node),
+                None if got is None else tuple(got))
