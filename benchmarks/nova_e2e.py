@@ -11,8 +11,9 @@ starts. Stock and ours then answer ``select_destinations`` alternately, for
 boots and for resizes with the same host allowed (the conductor's part of
 each resize is done first, untimed); every decision ends with its claim.
 Each decision is split into refresh (our fleet view) / engine (ours: the
-numpy engine; stock: placement's GET /allocation_candidates) / nova
-(host states, filters, weighers) / claim (the placement write) / other.
+numpy engine; stock: placement's GET /allocation_candidates) / nova's
+host states (ours: from the mirror), filters and weighers / claim (the
+placement write) / other.
 Then the throughput of 1, 2 and 4 scheduler processes (boots).
 
     .venv/bin/python benchmarks/nova_e2e.py --sizes 1000,10000 --out bench-out
@@ -68,12 +69,14 @@ def instrument(timer: e2e.PhaseTimer) -> None:
     # nova's own code only: how ours hands its candidates to nova's filters
     # (``NovaRanking.rank``) is ours and stays in "other"
     host_states_as_list(host_manager.HostManager)
-    for name in ("get_host_states_by_uuids", "get_filtered_hosts", "get_weighed_hosts"):
-        timer.wrap(host_manager.HostManager, name, "nova")
-    # ours runs nova's weighers on arrays instead of get_weighed_hosts:
-    # still nova's weighing, so still in "nova"
+    from scheduler_ext.nova.host_state_view import MirroredHostManager
     from scheduler_ext.nova.vector_weighing import VectorWeighing
-    timer.wrap(VectorWeighing, "weighed_hosts", "nova")
+    for owner in (host_manager.HostManager, MirroredHostManager):
+        timer.wrap(owner, "get_host_states_by_uuids", "states")
+    timer.wrap(host_manager.HostManager, "get_filtered_hosts", "filters")
+    # ours runs nova's weighers on arrays instead of get_weighed_hosts
+    timer.wrap(host_manager.HostManager, "get_weighed_hosts", "weighers")
+    timer.wrap(VectorWeighing, "weighed_hosts", "weighers")
     # nova's request preparation, which stock and ours both run
     timer.wrap(request_filter, "process_reqspec", "prep")
     timer.wrap(sched_utils, "resources_from_request_spec", "prep")

@@ -24,11 +24,16 @@ from scheduler_ext.lab.bench_refresh import loaded_placement
 from scheduler_ext.placement import AllocationWrite
 from scheduler_ext.placement.http import HttpPlacement
 
-#: the phases a decision is split into (see ``PhaseTimer``): "nova" is
-#: nova's host filters and weighers with the host reads they need, "prep"
-#: nova's request preparation both schedulers run (request filters, the
-#: placement query, notifications), "reads" the look-up of a move's records
-PHASES = ("refresh", "engine", "nova", "prep", "claim", "reads", "other")
+#: the phases a decision is split into (see ``PhaseTimer``): "states" is
+#: nova's host states of the candidates (read and built, or ours from the
+#: mirror), "filters" and "weighers" nova's host filters and weighers,
+#: "prep" nova's request preparation both schedulers run (request filters,
+#: the placement query, notifications), "reads" the look-up of a move's
+#: records
+PHASES = ("refresh", "engine", "states", "filters", "weighers", "prep", "claim",
+          "reads", "other")
+#: nova's own work per decision: host states, filters, weighers
+NOVA_PHASES = ("states", "filters", "weighers")
 
 
 class PhaseTimer:
@@ -196,5 +201,5 @@ def other_writers(url: str, hosts: list[str], rate: float,
                 proc.terminate()
 
 
-__all__ = ["PHASES", "PhaseTimer", "loaded_placement", "other_writers",
+__all__ = ["NOVA_PHASES", "PHASES", "PhaseTimer", "loaded_placement", "other_writers",
            "percentile", "summarize"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 
-from scheduler_ext.lab.e2e import PHASES, summarize
+from scheduler_ext.lab.e2e import NOVA_PHASES, PHASES, summarize
 
 KINDS = ("boot", "resize")
 #: the phases of what a scheduler adds to nova's own work and the claim
@@ -99,7 +99,8 @@ def _ratio_lines(results: list[dict]) -> list[str]:
            "|---|---|---|---|---|---|---|---|---|---|"]
     # work ours starts on worker threads (``nova.early_reads``) slows the
     # decision's thread wherever it holds the GIL: counted in full
-    added = lambda x: (x["total"] - x["nova"] - x.get("prep", 0.0) - x["claim"]  # noqa: E731
+    added = lambda x: (x["total"] - sum(x[p] for p in NOVA_PHASES)  # noqa: E731
+                       - x.get("prep", 0.0) - x["claim"]
                        + x.get("bg", 0.0))
     own = lambda x: x["refresh"] + x["engine"] + x["reads"] + x.get("bg", 0.0)  # noqa: E731
     collections = lambda x: sum(x.get(f"gc:{p}", 0.0) for p in ADDED)  # noqa: E731
@@ -153,8 +154,8 @@ def plot(results: list[dict], path: str) -> None:
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(18, 6.5),
                                   gridspec_kw={"width_ratios": [2.2, 1]})
     labels, bottoms = [], []
-    colors = dict(zip(PHASES, ("#4c72b0", "#55a868", "#c44e52", "#dd8452", "#8172b2",
-                               "#ccb974", "#aaaaaa")))
+    colors = dict(zip(PHASES, ("#4c72b0", "#55a868", "#c44e52", "#e17c7e", "#f2b8b9",
+                               "#dd8452", "#8172b2", "#ccb974", "#aaaaaa")))
     x = 0.0
     for r in results:
         for kind in KINDS:

@@ -31,7 +31,7 @@ def test_nested_calls_count_to_the_outermost_phase(monkeypatch):
     owner = types.SimpleNamespace(inner=inner, outer=outer)
     timer = e2e.PhaseTimer()
     timer.wrap(owner, "inner", "engine")
-    timer.wrap(owner, "outer", "nova")
+    timer.wrap(owner, "outer", "filters")
 
     def decide():
         owner.outer()
@@ -40,7 +40,7 @@ def test_nested_calls_count_to_the_outermost_phase(monkeypatch):
 
     phases, out = timer.decision(decide)
     assert out is None
-    assert phases["nova"] == 3.0        # outer, its inner call included
+    assert phases["filters"] == 3.0     # outer, its inner call included
     assert phases["engine"] == 1.0      # the direct call only
     assert phases["other"] == 0.5
     assert phases["total"] == 4.5
@@ -75,7 +75,7 @@ def test_a_collection_counts_to_the_phase_that_triggered_it():
     timer.wrap(owner, "collect", "engine")
     phases, _ = timer.decision(owner.collect)
     assert phases["gc:engine"] > 0.0
-    assert phases["gc:nova"] == 0.0
+    assert phases["gc:filters"] == 0.0
     assert phases["gc"] >= phases["gc:engine"]
     unwrapped, _ = timer.decision(collect)   # outside any phase: "other"
     assert unwrapped["gc:other"] > 0.0 and unwrapped["gc:engine"] == 0.0
@@ -90,9 +90,9 @@ def test_a_collection_in_another_thread_counts_to_the_decision_s_phase():
         worker.join()
 
     owner = types.SimpleNamespace(work=nova_waits_on_a_collection)
-    timer.wrap(owner, "work", "nova")
+    timer.wrap(owner, "work", "filters")
     phases, _ = timer.decision(owner.work)
-    assert phases["gc:nova"] > 0.0 and phases["gc:other"] == 0.0
+    assert phases["gc:filters"] > 0.0 and phases["gc:other"] == 0.0
 
 
 def test_an_exception_is_the_decision_outcome():
