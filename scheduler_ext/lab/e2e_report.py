@@ -14,8 +14,12 @@ ADDED = ("refresh", "engine", "reads", "other")
 
 
 def load(out: str) -> list[dict]:
+    """The sizes already run in ``out`` with the current phases (a run
+    with another split of the decision is not mixed into the tables)."""
     path = os.path.join(out, "e2e.json")
-    return json.load(open(path)) if os.path.exists(path) else []
+    results = json.load(open(path)) if os.path.exists(path) else []
+    return [r for r in results
+            if all(set(PHASES) <= set(xs[0]) for xs in r["samples"].values() if xs)]
 
 
 def write(results: list[dict], out: str) -> None:

@@ -8,8 +8,10 @@ from scheduler_ext.lab import e2e_report
 
 
 def _sample(total, nova, prep, claim, bg=None, **rest):
-    x = dict(total=total, nova=nova, prep=prep, claim=claim, refresh=0.0,
-             engine=0.002, reads=0.0, other=0.0, gc=0.0)
+    """nova's phases: ``nova`` split 1:2:1 into states, filters, weighers."""
+    x = dict(total=total, states=nova / 4, filters=nova / 2, weighers=nova / 4,
+             prep=prep, claim=claim, refresh=0.0, engine=0.002, reads=0.0,
+             other=0.0, gc=0.0)
     x.update(rest)
     if bg is not None:
         x["bg"] = bg
@@ -40,3 +42,14 @@ def test_plot_of_a_run_without_throughput_warns_nothing(tmp_path):
         warnings.simplefilter("error")
         e2e_report.plot([dict(_result(samples), providers=1000)], str(path))
     assert path.stat().st_size > 0
+
+
+def test_a_run_with_another_split_of_the_decision_is_not_loaded(tmp_path):
+    import json
+    current = _result({"ours/boot": [_sample(0.1, 0.06, 0.01, 0.02)]})
+    older = _result({"ours/boot": [dict(total=0.1, nova=0.06, prep=0.01, claim=0.02,
+                                        refresh=0.0, engine=0.0, reads=0.0,
+                                        other=0.0, gc=0.0)]})
+    older["compute_hosts"] = 9900
+    (tmp_path / "e2e.json").write_text(json.dumps([older, current]))
+    assert [r["compute_hosts"] for r in e2e_report.load(str(tmp_path))] == [990]
