@@ -67,18 +67,21 @@ def _scheds(result: dict) -> list[str]:
 
 
 def _limit_lines(results: list[dict]) -> list[str]:
+    """Per size: how often each pick was the host nova's own code picks
+    over every host that fits (``choice_against_nova``)."""
     out = []
     for r in results:
-        c = r.get("host_limit_choice")
-        if c:
-            line = (f"{r['compute_hosts']:,} hosts: with nova_host_limit = {c['limit']} "
-                    f"nova's pick differed from its full run on {c['differs']} of "
-                    f"{c['samples']} boots")
-            if c.get("ranks"):
-                ranks = sorted(c["ranks"])
-                line += (f"; the limited pick's place in nova's full order: median "
-                         f"{ranks[len(ranks) // 2]}, worst {ranks[-1]} (1 = nova's own pick)")
-            out.append(line)
+        c = r.get("choice_against_nova")
+        if not c:
+            continue
+        for name, matches in sorted(c["matches"].items()):
+            ranks = sorted(c["ranks"][name])
+            limit = f" (nova_host_limit = {c['limit']})" if name == "ours-limit" else ""
+            out.append(f"{r['compute_hosts']:,} hosts: {name}{limit} picked the host nova's "
+                       f"code picks over every host that fits on {matches} of "
+                       f"{c['samples']} boots ({100.0 * matches / c['samples']:.0f}%); "
+                       f"place of its pick in nova's order: median "
+                       f"{ranks[len(ranks) // 2]}, worst {ranks[-1]} (1 = nova's pick)")
     return out
 
 
