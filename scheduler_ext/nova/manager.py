@@ -19,7 +19,8 @@ its move ended is emptied). It runs whether or not nova's own periodic
 tasks are enabled: it bounds how long placement over-holds.
 
 Its HostManager reads the ``nova-compute`` service rows of the candidates'
-hosts only, not every one of the cell (``host_reads``).
+hosts only, not every one of the cell (``host_reads``), and runs nova's
+filters on arrays (``vector_filtering``).
 
 Requests scheduler-ext does not model (see ``request.UseNova``) go to
 nova's own code path unchanged.
@@ -40,6 +41,7 @@ from scheduler_ext import errors
 from scheduler_ext.nova import host_reads, notifications, service
 from scheduler_ext.nova.request import UseNova
 from scheduler_ext.nova.scheduler import public_reason
+from scheduler_ext.nova.vector_filtering import VectorFilterHandler
 
 CONF = nova.conf.CONF
 LOG = logging.getLogger(__name__)
@@ -51,6 +53,9 @@ class SchedulerManager(nova_manager.SchedulerManager):
         service.register_opts(CONF)
         super().__init__(*args, **kwargs)
         host_reads.scope_service_reads(self.host_manager)
+        # nova's get_filtered_hosts (ignore, force, requested destination)
+        # stays nova's; its filter loop runs the filters on arrays
+        self.host_manager.filter_handler = VectorFilterHandler()
         # nova's report client: the one its own scheduler manager uses
         self.ext = service.ExtService(self.host_manager,
                                       lambda: self.placement_client)

@@ -461,6 +461,11 @@ class VectorFilterHandler(nova_filters.HostFilterHandler):
     """nova's host filter handler, computing the filters ``KERNELS`` knows
     on arrays; ``get_filtered_objects`` answers as nova's."""
 
+    def __init__(self):
+        # nova's loader looks for filter classes next to the module of the
+        # handler's class: it takes the state of nova's own handler
+        vars(self).update(vars(nova_filters.HostFilterHandler()))
+
     def get_filtered_objects(self, filters, objs, spec_obj, index=0):
         """The hosts of ``objs`` that pass every filter run for instance
         ``index`` of the request, in ``objs``' order; None when a filter
