@@ -68,6 +68,8 @@ def instrument(timer: e2e.PhaseTimer) -> None:
     # nova's own code only: how ours hands its candidates to nova's filters
     # (``NovaRanking.rank``) is ours and stays in "other"
     host_states_as_list(host_manager.HostManager)
+    # (ours runs nova's filters on arrays inside nova's get_filtered_hosts,
+    # through the host manager's filter_handler: timed here as "nova" too)
     for name in ("get_host_states_by_uuids", "get_filtered_hosts", "get_weighed_hosts"):
         timer.wrap(host_manager.HostManager, name, "nova")
     # ours runs nova's weighers on arrays instead of get_weighed_hosts:
