@@ -169,11 +169,8 @@ class StopFilter(nova_filters.BaseHostFilter):
 def quiet_filters():
     """Down services, unparsable limits and the isolation namespace warn
     on purpose (nova's filters and ours): left out of the log."""
-    with quiet("nova.scheduler.filters", "nova.scheduler.filters.compute_filter",
-               "nova.scheduler.filters.utils", "nova.scheduler.filters.num_instances_filter",
-               "nova.scheduler.filters.io_ops_filter",
-               "nova.scheduler.filters.aggregate_image_properties_isolation",
-               "scheduler_ext.nova.vector_filtering", "nova.filters"):
+    with quiet("nova.scheduler.filters", "nova.filters",
+               "scheduler_ext.nova.vector_filtering"):
         yield
 
 
