@@ -73,6 +73,8 @@ def instrument(timer: e2e.PhaseTimer) -> None:
     from scheduler_ext.nova.vector_weighing import VectorWeighing
     for owner in (host_manager.HostManager, MirroredHostManager):
         timer.wrap(owner, "get_host_states_by_uuids", "states")
+    # ours runs nova's filters on arrays inside nova's get_filtered_hosts
+    # (the host manager's filter_handler): timed as "filters" too
     timer.wrap(host_manager.HostManager, "get_filtered_hosts", "filters")
     # ours runs nova's weighers on arrays instead of get_weighed_hosts
     timer.wrap(host_manager.HostManager, "get_weighed_hosts", "weighers")

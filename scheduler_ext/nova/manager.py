@@ -20,7 +20,8 @@ tasks are enabled: it bounds how long placement over-holds.
 
 Its HostManager takes the candidates' host states from a mirror of the
 cells' compute node and service rows refreshed by what changed
-(``host_state_view``), not from a read of every candidate per request.
+(``host_state_view``), not from a read of every candidate per request,
+and runs nova's filters on arrays (``vector_filtering``).
 
 Requests scheduler-ext does not model (see ``request.UseNova``) go to
 nova's own code path unchanged.
@@ -41,6 +42,7 @@ from scheduler_ext import errors
 from scheduler_ext.nova import host_state_view, notifications, service
 from scheduler_ext.nova.request import UseNova
 from scheduler_ext.nova.scheduler import public_reason
+from scheduler_ext.nova.vector_filtering import VectorFilterHandler
 
 CONF = nova.conf.CONF
 LOG = logging.getLogger(__name__)
@@ -52,6 +54,9 @@ class SchedulerManager(nova_manager.SchedulerManager):
         service.register_opts(CONF)
         super().__init__(*args, **kwargs)
         host_state_view.mirror_host_states(self.host_manager)
+        # nova's get_filtered_hosts (ignore, force, requested destination)
+        # stays nova's; its filter loop runs the filters on arrays
+        self.host_manager.filter_handler = VectorFilterHandler()
         # nova's report client: the one its own scheduler manager uses
         self.ext = service.ExtService(self.host_manager,
                                       lambda: self.placement_client)

@@ -13,6 +13,7 @@ from nova.tests.functional import integrated_helpers
 
 from scheduler_ext import errors
 from scheduler_ext.nova import manager as ext_manager, service
+from scheduler_ext.nova.vector_filtering import VectorFilterHandler
 from tests.nova.harness import OurCases
 
 
@@ -22,6 +23,9 @@ class ServiceStart(OurCases, integrated_helpers.ProviderUsageBaseTestCase):
     def test_the_fleet_is_read_when_the_service_starts(self):
         # the harness's scheduler service has started and was asked nothing
         self.assertTrue(self.scheduler_service.manager.ext.started)
+        # nova's filters run on arrays in its host manager
+        self.assertIs(type(self.scheduler_service.manager.host_manager.filter_handler),
+                      VectorFilterHandler)
         self._start_compute(host="host1")
         rp = self._get_provider_uuid_by_host("host1")
         # a manager built after the compute registered, started as nova's

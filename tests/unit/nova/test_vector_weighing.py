@@ -15,7 +15,6 @@ code (a subclass of one of ours, an operator's weigher with bounds).
 sweep; ``VECTOR_WEIGHING_SEED`` its first seed.
 """
 
-import logging
 import os
 import random
 import uuid
@@ -29,11 +28,10 @@ from nova.pci import stats as pci_stats
 from nova.scheduler import host_manager
 from nova.scheduler import weights as host_weights
 from nova.scheduler.weights import compute, hypervisor_version, ram
-from oslo_config import fixture as config_fixture
 
-from scheduler_ext.nova import service
 from scheduler_ext.nova.ranking import NovaRanking
 from scheduler_ext.nova.vector_weighing import KERNELS, VectorWeighing
+from tests.unit.nova.generators import fleet_size, pool, quiet
 
 CONF = nova.conf.CONF
 objects.register_all()
@@ -81,43 +79,8 @@ class HostNumberWeigher(host_weights.BaseHostWeigher):
 def quiet_multiplier_warnings():
     """Unparsable aggregate multipliers are drawn on purpose: their
     warnings (nova's and ours) are left out of the log."""
-    loggers = [logging.getLogger(name) for name in
-               ("nova.scheduler.utils", "scheduler_ext.nova.vector_weighing")]
-    levels = [log.level for log in loggers]
-    for log in loggers:
-        log.setLevel(logging.ERROR)
-    yield
-    for log, level in zip(loggers, levels):
-        log.setLevel(level)
-
-
-@pytest.fixture
-def nova_conf():
-    """nova's global configuration, overrides undone after the test."""
-    service.register_opts(CONF)
-    fixture = config_fixture.Config(CONF)
-    fixture.setUp()
-    yield fixture
-    fixture.cleanUp()
-
-
-def _fleet_size(rng: random.Random) -> int:
-    roll = rng.random()
-    if roll < 0.05:
-        return rng.randint(0, 2)
-    if roll < 0.6:
-        return rng.randint(2, 60)
-    if roll < 0.99:
-        return rng.randint(60, 300)
-    return rng.randint(500, 2000)
-
-
-def _pool(rng: random.Random, wide: list, narrow: list) -> list:
-    """Values to draw a field from: a few (ties), many, or one (all equal)."""
-    roll = rng.random()
-    if roll < 0.1:
-        return [rng.choice(wide)]
-    return narrow if roll < 0.55 else wide
+    with quiet("nova.scheduler.utils", "scheduler_ext.nova.vector_weighing"):
+        yield
 
 
 def _aggregates(rng: random.Random) -> list:
@@ -142,15 +105,15 @@ def _pci(rng: random.Random):
 def _fields(rng: random.Random) -> dict[str, list]:
     """Per HostState attribute, the pool its values are drawn from."""
     return {
-        "free_ram_mb": _pool(rng, list(range(-4096, 524288, 512)), [0, 2048, 65536]),
-        "free_disk_mb": _pool(rng, list(range(-10240, 4096000, 10240)), [0, 102400]),
-        "vcpus_total": _pool(rng, list(range(0, 257)), [16, 64]),
-        "vcpus_used": _pool(rng, list(range(0, 300)), [0, 8, 70]),
-        "cpu_allocation_ratio": _pool(rng, [0.0, 0.5, 1.0, 1.5, 4.0, 16.0], [1.0, 4.0]),
-        "num_io_ops": _pool(rng, list(range(0, 20)), [0, 1]),
-        "num_instances": _pool(rng, list(range(0, 200)), [0, 5]),
-        "failed_builds": _pool(rng, list(range(0, 12)), [0, 0, 0, 3]),
-        "hypervisor_version": _pool(rng, [None, 0, 1002003, 6002000, 8000000, 9001000],
+        "free_ram_mb": pool(rng, list(range(-4096, 524288, 512)), [0, 2048, 65536]),
+        "free_disk_mb": pool(rng, list(range(-10240, 4096000, 10240)), [0, 102400]),
+        "vcpus_total": pool(rng, list(range(0, 257)), [16, 64]),
+        "vcpus_used": pool(rng, list(range(0, 300)), [0, 8, 70]),
+        "cpu_allocation_ratio": pool(rng, [0.0, 0.5, 1.0, 1.5, 4.0, 16.0], [1.0, 4.0]),
+        "num_io_ops": pool(rng, list(range(0, 20)), [0, 1]),
+        "num_instances": pool(rng, list(range(0, 200)), [0, 5]),
+        "failed_builds": pool(rng, list(range(0, 12)), [0, 0, 0, 3]),
+        "hypervisor_version": pool(rng, [None, 0, 1002003, 6002000, 8000000, 9001000],
                                     [None, 6002000]),
     }
 
@@ -254,7 +217,7 @@ def run_case(seed: int, conf) -> tuple[int, bool]:
     _configure(rng, conf)
     cells = [str(uuid.UUID(int=(seed << 8) + c)) for c in range(rng.randint(1, 3))]
     members = [str(uuid.uuid4()) for _ in range(rng.randint(0, 6))]
-    hosts = _hosts(rng, _fleet_size(rng), members, cells)
+    hosts = _hosts(rng, fleet_size(rng), members, cells)
     spec = _spec(rng, members, cells)
     weighers = _weighers(rng)
     handler = host_weights.HostWeightHandler()
