@@ -24,6 +24,7 @@ own ``filter_all`` in its place in the list.
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import operator
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -43,7 +44,7 @@ from nova.scheduler.filters import (affinity_filter, aggregate_image_properties_
 from nova.scheduler.filters import utils as filter_utils
 from oslo_log import log as logging
 from oslo_serialization import jsonutils
-from oslo_utils import versionutils
+from oslo_utils import timeutils, versionutils
 
 CONF = nova.conf.CONF
 LOG = logging.getLogger(__name__)
@@ -104,13 +105,34 @@ def all_hosts(filter_, hosts, spec) -> np.ndarray:
 _service_of = operator.attrgetter("service")
 
 
+def _naive_utc(beat: Any) -> datetime.datetime:
+    """A heartbeat as a naive UTC datetime: text (a service sent over RPC)
+    in oslo's time format, or a datetime with or without its UTC zone."""
+    if isinstance(beat, str):
+        return timeutils.parse_strtime(beat)
+    return beat.replace(tzinfo=None)
+
+
 def compute_service_up(filter_, hosts, spec) -> np.ndarray:
-    """ComputeFilter: the host's service is enabled and up, as the filter's
-    servicegroup API answers it, per host (its answer depends on the time
-    and on the driver)."""
-    service_is_up = filter_.servicegroup_api.service_is_up
-    return np.fromiter((not s["disabled"] and bool(service_is_up(s))
-                        for s in map(_service_of, hosts)), dtype=bool, count=len(hosts))
+    """ComputeFilter: the host's service is enabled and up. With nova's
+    ``db`` servicegroup driver, computed here: not forced down, and its
+    last heartbeat (``last_seen_up``, else ``created_at``; UTC) at most
+    ``service_down_time`` seconds from now, either way. With another
+    driver the servicegroup API answers per host."""
+    services = list(map(_service_of, hosts))
+    n = len(services)
+    enabled = np.fromiter((not s["disabled"] for s in services), dtype=bool, count=n)
+    if CONF.servicegroup_driver != "db":
+        service_is_up = filter_.servicegroup_api.service_is_up
+        return enabled & np.fromiter((bool(service_is_up(s)) for s in services),
+                                     dtype=bool, count=n)
+    forced_down = np.fromiter((bool(s.get("forced_down")) for s in services),
+                              dtype=bool, count=n)
+    beats = np.array([_naive_utc(s.get("last_seen_up") or s["created_at"])
+                      for s in services], dtype="datetime64[us]")
+    now = np.datetime64(timeutils.utcnow(), "us")
+    elapsed = (now - beats).astype(np.int64) / 1e6      # seconds, as nova's
+    return enabled & ~forced_down & (np.abs(elapsed) <= CONF.service_down_time)
 
 
 def _capability(host, path: Sequence[str], parsed: dict[str, Any]) -> Any:
