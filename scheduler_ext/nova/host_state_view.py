@@ -202,8 +202,16 @@ class HostStateView:
         with self._lock:
             return self._built_states(context, cells, set(compute_uuids))
 
+    def read_cells(self, context, cells: Sequence) -> int:
+        """Read ``cells`` whole and build every host state, as the service
+        starts (not in its first requests); returns how many were built."""
+        with self._lock:
+            return len(self._built_states(context, cells, None))
+
     def _built_states(self, context, cells: Sequence,
-                      wanted: set[str]) -> dict[tuple[str, str], Any]:
+                      wanted: set[str] | None) -> dict[tuple[str, str], Any]:
+        """(host, node) -> built host state of the nodes ``wanted`` (None:
+        every one) in ``cells``, after refreshing their mirrors."""
         states: dict[tuple[str, str], Any] = {}
         for cell in cells:
             mirror = self.cells.get(cell.uuid)
@@ -216,7 +224,8 @@ class HostStateView:
                 LOG.warning("reading the compute nodes of cell %s failed: %s",
                             cell.uuid, exc, exc_info=True)
                 continue
-            for uuid in wanted.intersection(mirror.nodes):
+            for uuid in (list(mirror.nodes) if wanted is None
+                         else wanted.intersection(mirror.nodes)):
                 built = mirror.host_state(self.manager, uuid)
                 if built is not None:
                     states[(built.host, built.nodename)] = built

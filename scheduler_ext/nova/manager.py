@@ -34,6 +34,7 @@ import oslo_messaging as messaging
 from oslo_serialization import jsonutils
 
 import nova.conf
+from nova import context as nova_context
 from nova import exception
 from nova import objects
 from nova.scheduler import manager as nova_manager
@@ -65,6 +66,10 @@ class SchedulerManager(nova_manager.SchedulerManager):
     # ------------------------------------------------------- life cycle
     def post_start_hook(self):
         super().post_start_hook()
+        if isinstance(self.host_manager, host_state_view.MirroredHostManager):
+            # the cells' rows and host states, read before the heap is frozen
+            self.host_manager.view.read_cells(nova_context.get_admin_context(),
+                                              self.host_manager.enabled_cells)
         self.ext.start()
         self.ext.start_reconcile()
         if CONF.scheduler_ext.reconcile_interval > 0:
