@@ -203,15 +203,17 @@ class HostStateView:
             return self._built_states(context, cells, set(compute_uuids))
 
     def read_cells(self, context, cells: Sequence) -> int:
-        """Read ``cells`` whole and build every host state, as the service
-        starts (not in its first requests); returns how many were built."""
+        """Read the rows of ``cells`` as the service starts (not in its first
+        request); returns how many compute nodes they hold. Host states
+        are built as requests first ask for them: nova's code builds one in
+        about 0.3 ms, half a minute for 100,000 at once."""
         with self._lock:
-            return len(self._built_states(context, cells, None))
+            self._built_states(context, cells, set())
+            return sum(len(self.cells[c.uuid].nodes) for c in cells
+                       if c.uuid in self.cells)
 
     def _built_states(self, context, cells: Sequence,
-                      wanted: set[str] | None) -> dict[tuple[str, str], Any]:
-        """(host, node) -> built host state of the nodes ``wanted`` (None:
-        every one) in ``cells``, after refreshing their mirrors."""
+                      wanted: set[str]) -> dict[tuple[str, str], Any]:
         states: dict[tuple[str, str], Any] = {}
         for cell in cells:
             mirror = self.cells.get(cell.uuid)
@@ -224,8 +226,7 @@ class HostStateView:
                 LOG.warning("reading the compute nodes of cell %s failed: %s",
                             cell.uuid, exc, exc_info=True)
                 continue
-            for uuid in (list(mirror.nodes) if wanted is None
-                         else wanted.intersection(mirror.nodes)):
+            for uuid in wanted.intersection(mirror.nodes):
                 built = mirror.host_state(self.manager, uuid)
                 if built is not None:
                     states[(built.host, built.nodename)] = built
