@@ -65,6 +65,18 @@ OPTS = [
              "size; with api, a GET /resource_providers (about 0.6 s at "
              "10,000 providers)."),
     cfg.FloatOpt(
+        "host_state_refresh_interval", default=0.0, min=0.0,
+        help="Seconds during which nova's host states are taken from the "
+             "scheduler's mirror of the cells' compute node and service rows "
+             "without asking the databases what changed (0: ask before every "
+             "scheduling request, as nova's own host manager reads them, the "
+             "safe setting). nova's schema indexes none of those rows' "
+             "timestamps, so each ask scans both tables in the database: "
+             "about 5 ms at 10,000 compute hosts and 50 ms at 100,000 on "
+             "PostgreSQL, while Python reads only the changed rows. With 1, "
+             "a service disabled or a compute node's report is seen up to a "
+             "second later than nova's own scheduler sees it."),
+    cfg.FloatOpt(
         "reread_interval", default=30.0, min=0.0,
         help="Seconds between the fleet view's background re-reads, which "
              "bring in decreases (deleted or moved allocations), providers "

@@ -104,11 +104,15 @@ class CellMirror:
     #: never; the next reads the tables whole)
     read_at: datetime.datetime | None = None
 
-    def refresh(self, context) -> None:
-        """Take the rows changed since the last refresh (all at the first).
-        A row stamped more than ``OVERLAP_SECONDS`` before the last refresh
-        started was committed before it (the tolerance) and taken then."""
+    def refresh(self, context, interval: float = 0.0) -> None:
+        """Take the rows changed since the last refresh (all at the first),
+        unless it started less than ``interval`` seconds ago. A row stamped
+        more than ``OVERLAP_SECONDS`` before the last refresh started was
+        committed before it (the tolerance) and taken then."""
         started = timeutils.utcnow()
+        if self.read_at is not None and interval > 0 and \
+                (started - self.read_at).total_seconds() < interval:
+            return
         rows = _changed_rows(context, _SERVICES, self.read_at,
                              _SERVICES.c.binary == "nova-compute")
         changed = [r for r in rows if self.service_rows.get(r["id"]) != r]
@@ -186,8 +190,10 @@ class HostStateView:
     """nova's host states of every cell's compute nodes (see the module's
     text), for one HostManager."""
 
-    def __init__(self, manager: host_manager.HostManager):
+    def __init__(self, manager: host_manager.HostManager, refresh_interval: float = 0.0):
         self.manager = manager
+        #: seconds during which a cell's mirror is used without a refresh
+        self.refresh_interval = refresh_interval
         self.cells: dict[str, CellMirror] = {}
         #: requests run concurrently (green or native threads): one at a
         #: time refreshes the mirrors and takes its built states
@@ -206,25 +212,34 @@ class HostStateView:
         """Read the rows of ``cells`` as the service starts (not in its first
         request); returns how many compute nodes they hold. Host states
         are built as requests first ask for them: nova's code builds one in
-        about 0.3 ms, half a minute for 100,000 at once."""
+        about 0.3 ms, half a minute for 100,000 at once. A cell that fails
+        to answer is read by the first request that asks for it."""
         with self._lock:
-            self._built_states(context, cells, set())
-            return sum(len(self.cells[c.uuid].nodes) for c in cells
-                       if c.uuid in self.cells)
+            mirrors = [self._refreshed(context, cell, 0.0) for cell in cells]
+            return sum(len(m.nodes) for m in mirrors if m is not None)
+
+    def _refreshed(self, context, cell, interval: float) -> CellMirror | None:
+        """The mirror of ``cell`` after its refresh (see ``CellMirror.refresh``),
+        or None when the cell failed to answer (as nova's scatter-gather,
+        which skips such a cell)."""
+        mirror = self.cells.get(cell.uuid)
+        if mirror is None:
+            mirror = self.cells[cell.uuid] = CellMirror(cell.uuid)
+        try:
+            with nova_context.target_cell(context, cell) as cctxt:
+                mirror.refresh(cctxt, interval)
+        except Exception as exc:
+            LOG.warning("reading the compute nodes of cell %s failed: %s",
+                        cell.uuid, exc, exc_info=True)
+            return None
+        return mirror
 
     def _built_states(self, context, cells: Sequence,
                       wanted: set[str]) -> dict[tuple[str, str], Any]:
         states: dict[tuple[str, str], Any] = {}
         for cell in cells:
-            mirror = self.cells.get(cell.uuid)
+            mirror = self._refreshed(context, cell, self.refresh_interval)
             if mirror is None:
-                mirror = self.cells[cell.uuid] = CellMirror(cell.uuid)
-            try:
-                with nova_context.target_cell(context, cell) as cctxt:
-                    mirror.refresh(cctxt)
-            except Exception as exc:    # as nova's scatter-gather: skip the cell
-                LOG.warning("reading the compute nodes of cell %s failed: %s",
-                            cell.uuid, exc, exc_info=True)
                 continue
             for uuid in wanted.intersection(mirror.nodes):
                 built = mirror.host_state(self.manager, uuid)
@@ -277,7 +292,8 @@ class MirroredHostManager(host_manager.HostManager):
         return out
 
 
-def mirror_host_states(manager: host_manager.HostManager) -> None:
+def mirror_host_states(manager: host_manager.HostManager,
+                       refresh_interval: float = 0.0) -> None:
     """Give the HostManager nova's scheduler manager built the behaviour of
     ``MirroredHostManager``. nova builds it in the manager's constructor
     (reading cells, aggregates and every host's instances); building a
@@ -285,4 +301,4 @@ def mirror_host_states(manager: host_manager.HostManager) -> None:
     the subclass and its view."""
     if type(manager) is host_manager.HostManager:
         manager.__class__ = MirroredHostManager
-        manager.view = HostStateView(manager)
+        manager.view = HostStateView(manager, refresh_interval)

@@ -54,7 +54,8 @@ class SchedulerManager(nova_manager.SchedulerManager):
     def __init__(self, *args, **kwargs):
         service.register_opts(CONF)
         super().__init__(*args, **kwargs)
-        host_state_view.mirror_host_states(self.host_manager)
+        host_state_view.mirror_host_states(
+            self.host_manager, CONF.scheduler_ext.host_state_refresh_interval)
         # nova's get_filtered_hosts (ignore, force, requested destination)
         # stays nova's; its filter loop runs the filters on arrays
         self.host_manager.filter_handler = VectorFilterHandler()

@@ -85,6 +85,17 @@ class MirroredHostStates(OurCases, integrated_helpers.ProviderUsageBaseTestCase)
         got = self._assert_same(self._uuids("host1"))
         self.assertEqual([agg.id], got[0][-2])
 
+    def test_host_state_refresh_interval_reuses_the_mirror_until_it_passes(self):
+        everyone = self._uuids("host1", "host2", "host3", "host4")
+        self._assert_same(everyone)
+        self.ours.view.refresh_interval = 3600.0
+        service = self.admin_api.get_services(host="host2", binary="nova-compute")[0]
+        self.admin_api.put_service(service["id"], {"status": "disabled"})
+        stale = _described(self.ours.get_host_states_by_uuids(self.ctx, everyone, None))
+        self.assertFalse(stale[1][4]["disabled"])       # not asked yet
+        self.ours.view.refresh_interval = 0.0
+        self.assertTrue(self._assert_same(everyone)[1][4]["disabled"])
+
     def test_a_refresh_takes_only_the_rows_that_changed(self):
         everyone = self._uuids("host1", "host2", "host3", "host4")
         self._assert_same(everyone)

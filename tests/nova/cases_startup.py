@@ -31,7 +31,9 @@ class ServiceStart(OurCases, integrated_helpers.ProviderUsageBaseTestCase):
         # a manager built after the compute registered, started as nova's
         # service starts it (no loop: nothing to stop afterwards)
         self.flags(reconcile_interval=0, group="scheduler_ext")
+        self.flags(host_state_refresh_interval=2.5, group="scheduler_ext")
         manager = ext_manager.SchedulerManager()
+        self.assertEqual(2.5, manager.host_manager.view.refresh_interval)
         self.assertFalse(manager.ext.started)
         manager.post_start_hook()
         self.assertTrue(manager.ext.started)
