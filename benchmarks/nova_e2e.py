@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import logging
 import multiprocessing
@@ -157,12 +158,21 @@ def _chosen(out) -> str | None:
     return None if isinstance(out, Exception) else out[0][0].compute_node_uuid
 
 
+@dataclasses.dataclass(frozen=True)
+class OursOptions:
+    """What ours' ``[scheduler_ext]`` sets beside its defaults: ``host_limit``
+    as ``nova_host_limit`` for ``ours-limit``, and the host-state refresh
+    interval for both."""
+
+    host_limit: int = 0
+    host_state_refresh_interval: float = 0.0
+
+
 def scheduler_service(workdir: str, url: str, db_url: str, databases, sched: str,
-                      limit: int, instrumented: bool):
+                      options: OursOptions, instrumented: bool):
     """(managers as ``managers`` returns them, phase timer or None) for
-    ``sched`` in this process, built as its service builds it:
-    ``ours-limit`` is ours with ``[scheduler_ext] nova_host_limit = limit``
-    in its configuration."""
+    ``sched`` in this process, built as its service builds it, with
+    ``options`` in ours' configuration."""
     nova_cell.configure(workdir, url, databases)
     hosts = json.load(open(os.path.join(workdir, "hosts.json")))
     timer = None
@@ -170,14 +180,19 @@ def scheduler_service(workdir: str, url: str, db_url: str, databases, sched: str
         timer = e2e.PhaseTimer()
         instrument(timer)
     name = sched.split("-")[0]
-    mgrs = managers(db_url, (name,), hosts)
+    if name == "ours":
+        from scheduler_ext.nova import service as ext_service
+        ext_service.register_opts(nova_cell.CONF)
+        nova_cell.CONF.set_override("host_state_refresh_interval",
+                                    options.host_state_refresh_interval, "scheduler_ext")
     if sched == "ours-limit":
-        nova_cell.CONF.set_override("nova_host_limit", limit, "scheduler_ext")
+        nova_cell.CONF.set_override("nova_host_limit", options.host_limit, "scheduler_ext")
+    mgrs = managers(db_url, (name,), hosts)
     return mgrs, timer
 
 
 def _serve(conn, workdir: str, url: str, db_url: str, databases, sched: str,
-           limit: int) -> None:
+           options: OursOptions) -> None:
     """One scheduler's process (as deployed: nothing of the others' heaps,
     collections or caches in it). Answers the parent's commands:
     ("decide", (instance, flavor, resize)) -> (phases, chosen host uuid,
@@ -185,7 +200,7 @@ def _serve(conn, workdir: str, url: str, db_url: str, databases, sched: str,
     ("stop", None)."""
     logging.basicConfig(level=getattr(logging, os.environ.get("E2E_LOG", "WARNING")))
     started = time.perf_counter()
-    mgrs, timer = scheduler_service(workdir, url, db_url, databases, sched, limit,
+    mgrs, timer = scheduler_service(workdir, url, db_url, databases, sched, options,
                                     instrumented=True)
     ours = mgrs.get("ours")
     ready = {"start_s": time.perf_counter() - started}
@@ -225,13 +240,13 @@ class SchedulerProcesses:
     at once); ``ask`` sends one a command and waits for its answer."""
 
     def __init__(self, workdir: str, url: str, db_url: str, databases,
-                 scheds: tuple[str, ...], limit: int) -> None:
+                 scheds: tuple[str, ...], options: OursOptions) -> None:
         ctx = multiprocessing.get_context("spawn")
         self.conns, self.procs, self.ready = {}, {}, {}
         for sched in scheds:
             parent, child = ctx.Pipe()
             proc = ctx.Process(target=_serve, name=f"scheduler-{sched}", args=(
-                child, workdir, url, db_url, databases, sched, limit))
+                child, workdir, url, db_url, databases, sched, options))
             proc.start()
             child.close()
             self.conns[sched], self.procs[sched] = parent, proc
@@ -336,9 +351,9 @@ def choice_against_nova(mgrs: dict, samples: int, limit: int, seed: int) -> dict
 
 
 def _throughput_worker(args: tuple) -> int:
-    workdir, url, db_url, databases, sched, seconds, start_at, seed, limit = args
+    workdir, url, db_url, databases, sched, seconds, start_at, seed, options = args
     logging.basicConfig(level=logging.ERROR)
-    mgrs, _ = scheduler_service(workdir, url, db_url, databases, sched, limit,
+    mgrs, _ = scheduler_service(workdir, url, db_url, databases, sched, options,
                                 instrumented=False)
     select = mgrs[sched.split("-")[0]].select_destinations
     client = HttpPlacement.from_url(url, timeout=120)
@@ -363,7 +378,7 @@ def _throughput_worker(args: tuple) -> int:
 
 def throughput(workdir: str, url: str, db_url: str, databases: tuple[str, str],
                workers: list[int], seconds: float, startup: float,
-               scheds: tuple[str, ...], limit: int = 0) -> dict:
+               scheds: tuple[str, ...], options: OursOptions = OursOptions()) -> dict:
     """Decisions per second with k scheduler processes of each of
     ``scheds``."""
     out: dict = {}
@@ -374,7 +389,7 @@ def throughput(workdir: str, url: str, db_url: str, databases: tuple[str, str],
             with ctx.Pool(k) as pool:
                 counts = pool.map(_throughput_worker, [
                     (workdir, url, db_url, databases, sched, seconds, start_at, 100 + j,
-                     limit)
+                     options)
                     for j in range(k)])
             out[f"{sched}/{k}"] = sum(counts) / seconds
             print(f"  throughput {sched} x{k}: {out[f'{sched}/{k}']:.2f} decisions/s",
@@ -406,12 +421,15 @@ def run_size(n: int, args: argparse.Namespace) -> dict:
                     in fleet.trait_sets[fleet.trait_set_of[r]]}
         hosts = nova_cell.create_databases(api_db, cell_db, fleet, disabled)
         json.dump(hosts, open(os.path.join(workdir, "hosts.json"), "w"))
+        options = OursOptions(args.host_limit, args.host_state_refresh_interval)
         procs = SchedulerProcesses(workdir, url, db_url, (api_db, cell_db),
-                                   args.schedulers, args.host_limit)
+                                   args.schedulers, options)
         try:
             ours = procs.ready["ours"]
             result: dict = {"providers": n, "compute_hosts": len(hosts),
                             "nova_database": args.nova_database,
+                            "host_state_refresh_interval":
+                                args.host_state_refresh_interval,
                             "start_s": ours["start_s"], "full_read_s": ours["full_read_s"],
                             "source": ours["source"]}
             client = HttpPlacement.from_url(url, timeout=600)
@@ -434,7 +452,7 @@ def run_size(n: int, args: argparse.Namespace) -> dict:
                     workdir, url, db_url, (api_db, cell_db), args.workers,
                     args.throughput_seconds,
                     startup=max(10.0, 3 * result["full_read_s"] + 5),
-                    scheds=args.schedulers, limit=args.host_limit)
+                    scheds=args.schedulers, options=options)
         return result
 
 
@@ -462,6 +480,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host-limit", type=common.count(0), default=20,
                         help="also run ours with [scheduler_ext] nova_host_limit = this "
                              "(0 skips)")
+    parser.add_argument("--host-state-refresh-interval", type=common.number(0.0),
+                        default=0.0,
+                        help="ours' [scheduler_ext] host_state_refresh_interval, "
+                             "seconds (default %(default)s: nova's host states "
+                             "asked for what changed before every request)")
     parser.add_argument("--schedulers", default="stock,ours,ours-limit",
                         help="which schedulers to run (default %(default)s; "
                              "leave stock out where it is too slow)")

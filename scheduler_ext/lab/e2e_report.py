@@ -56,7 +56,11 @@ def table(results: list[dict]) -> str:
     lines += ["", "ms per decision; the claim (one placement write) is the floor. "
               "gc: time in Python's garbage collections during the decision, "
               "already inside the phases. "
-              f"nova's databases per size: {where}.", ""]
+              f"nova's databases per size: {where}. Ours' "
+              "host_state_refresh_interval per size: "
+              + ", ".join(f"{r['compute_hosts']:,}: "
+                          f"{r.get('host_state_refresh_interval', 0.0):g} s"
+                          for r in results) + ".", ""]
     lines += _ratio_lines(results) + [""] + _limit_lines(results) + [""] \
         + _throughput_lines(results)
     return "\n".join(lines)
