@@ -99,12 +99,13 @@ def _ratio_lines(results: list[dict]) -> list[str]:
     """What each scheduler adds to nova's own work (its filters and
     weighers, its request preparation) and the claim, per decision."""
     out = ["| hosts | kind | stock p50 / ours p50 "
-           "| ours adds: total minus (nova + prep + claim), plus the CPU time "
+           "| ours adds: total minus (states + filters + weighers + prep + claim), "
+           "plus the CPU time "
            "of its reads on worker threads, p50 ms "
            "| of which refresh + engine + reads (waited for, and on workers), p50 ms "
            "| of which garbage collections, p50 ms "
-           "| stock adds besides its placement GET: total minus (nova + prep + claim "
-           "+ GET), p50 ms "
+           "| stock adds besides its placement GET: total minus (states + filters "
+           "+ weighers + prep + claim + GET), p50 ms "
            "| stock p50 / ours-limit p50 | ours-limit adds, p50 ms "
            "| ours-limit p50 / its claim p50 |",
            "|---|---|---|---|---|---|---|---|---|---|"]
