@@ -58,6 +58,7 @@ def fleet(n: int, rng: random.Random, aggregate_multipliers: bool) -> list:
 
 
 def timed(call) -> tuple[float, list]:
+    """(seconds ``call`` took, what it returned)."""
     start = time.perf_counter()
     out = call()
     return time.perf_counter() - start, out
