@@ -4,6 +4,7 @@ from a mirror of the cell's rows refreshed by what changed; a move's
 Migration record (``migrations``) is the one nova's objects give.
 Run by ``test_nova_functional.py`` (testtools, in a subprocess)."""
 
+import datetime
 import random
 from unittest import mock
 import uuid
@@ -13,6 +14,7 @@ from nova import objects
 from nova.scheduler import host_manager
 from nova import test
 from nova.tests.functional import integrated_helpers
+from oslo_utils import timeutils
 
 from scheduler_ext.nova import host_state_view, migrations
 from scheduler_ext.nova.request import MOVE_TYPES
@@ -95,6 +97,17 @@ class MirroredHostStates(OurCases, integrated_helpers.ProviderUsageBaseTestCase)
         self.assertFalse(stale[1][4]["disabled"])       # not asked yet
         self.ours.view.refresh_interval = 0.0
         self.assertTrue(self._assert_same(everyone)[1][4]["disabled"])
+
+    def test_a_clock_gone_back_reads_the_cell_whole(self):
+        everyone = self._uuids("host1", "host2", "host3", "host4")
+        timeutils.set_time_override(timeutils.utcnow() + datetime.timedelta(hours=1))
+        try:
+            self._assert_same(everyone)     # refreshed "an hour from now"
+        finally:
+            timeutils.clear_time_override()
+        service = self.admin_api.get_services(host="host3", binary="nova-compute")[0]
+        self.admin_api.put_service(service["id"], {"status": "disabled"})
+        self.assertTrue(self._assert_same(everyone)[2][4]["disabled"])
 
     def test_a_refresh_takes_only_the_rows_that_changed(self):
         everyone = self._uuids("host1", "host2", "host3", "host4")
