@@ -33,6 +33,7 @@ import logging
 import multiprocessing
 import os
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -533,4 +534,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # SIGTERM as Ctrl-C: the placement, PostgreSQL and scheduler processes
+    # a run started are stopped on the way out (a killed run left them)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("nova_e2e: interrupted", file=sys.stderr)
+        sys.exit(130)
