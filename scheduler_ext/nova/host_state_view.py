@@ -223,14 +223,20 @@ class HostStateView:
             return self._built_states(context, cells, set(compute_uuids))
 
     def read_cells(self, context, cells: Sequence) -> int:
-        """Read the rows of ``cells`` as the service starts (not in its first
-        request); returns how many compute nodes they hold. Host states
-        are built as requests first ask for them: nova's code builds one in
-        about 0.3 ms, half a minute for 100,000 at once. A cell that fails
-        to answer is read by the first request that asks for it."""
+        """Read ``cells`` whole and build every host state with nova's code,
+        as the service starts, so that no request pays for either (nova's
+        code builds one in about 0.3 ms: 3 s at 10,000 compute nodes);
+        returns how many were built. A cell that fails to answer is read by
+        the first request that asks for it."""
         with self._lock:
-            mirrors = [self._refreshed(context, cell, 0.0) for cell in cells]
-            return sum(len(m.nodes) for m in mirrors if m is not None)
+            built = 0
+            for cell in cells:
+                mirror = self._refreshed(context, cell, 0.0)
+                if mirror is None:
+                    continue
+                for uuid in list(mirror.nodes):
+                    built += mirror.host_state(self.manager, uuid) is not None
+            return built
 
     def _refreshed(self, context, cell, interval: float) -> CellMirror | None:
         """The mirror of ``cell`` after its refresh (see ``CellMirror.refresh``),

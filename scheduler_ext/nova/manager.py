@@ -68,7 +68,7 @@ class SchedulerManager(nova_manager.SchedulerManager):
     def post_start_hook(self):
         super().post_start_hook()
         if isinstance(self.host_manager, host_state_view.MirroredHostManager):
-            # the cells' rows, read before the heap is frozen
+            # the cells' rows and host states, built before the heap is frozen
             self.host_manager.view.read_cells(nova_context.get_admin_context(),
                                               self.host_manager.enabled_cells)
         self.ext.start()

@@ -40,10 +40,10 @@ class ServiceStart(OurCases, integrated_helpers.ProviderUsageBaseTestCase):
         view = manager.ext.scheduler().driver.upkeep
         self.assertIn(rp, view.index.row_of)
         self.assertGreater(view.full_read_s, 0.0)
-        # and the cells' rows nova's host states are built from
-        nodes = [uuid for mirror in manager.host_manager.view.cells.values()
-                 for uuid in mirror.nodes]
-        self.assertEqual([rp], nodes)
+        # and nova's host states, built from the cells' rows before any request
+        built = [state.uuid for mirror in manager.host_manager.view.cells.values()
+                 for state in mirror.built.values()]
+        self.assertEqual([rp], built)
 
     def test_an_unreachable_placement_database_stops_the_start(self):
         # nothing listens on port 9 of the loopback
