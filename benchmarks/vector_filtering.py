@@ -35,6 +35,7 @@ from nova.scheduler import host_manager
 from oslo_serialization import jsonutils
 from oslo_utils import timeutils
 
+from scheduler_ext.cmd import common
 from scheduler_ext.nova.vector_filtering import KERNELS, VectorFilterHandler
 from vector_weighing import timed   # benchmarks/ is the script's directory
 
@@ -102,14 +103,15 @@ def request(extra_specs: int):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--hosts", type=int, default=1000)
-    parser.add_argument("--rounds", type=int, default=200)
-    parser.add_argument("--extra-specs", type=int, default=len(EXTRA_SPECS))
+    parser.add_argument("--hosts", type=common.count(1), default=1000)
+    parser.add_argument("--rounds", type=common.count(1), default=200)
+    parser.add_argument("--extra-specs", type=common.count(0, len(EXTRA_SPECS)),
+                        default=len(EXTRA_SPECS))
     parser.add_argument("--filters", help="comma-separated filter class names "
                         "(default: nova's enabled_filters)")
     parser.add_argument("--per-filter", action="store_true",
                         help="also time each filter alone on the whole fleet")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=common.count(0), default=1)
     args = parser.parse_args(argv)
     CONF([], project="nova")
     objects.register_all()
@@ -121,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     classes = {cls.__name__: cls for cls in nova_handler.get_matching_classes(
         CONF.filter_scheduler.available_filters)}
     names = args.filters.split(",") if args.filters else CONF.filter_scheduler.enabled_filters
+    unknown = [name for name in names if name not in classes]
+    if unknown:
+        parser.error(f"--filters: not one of nova's filters: {', '.join(unknown)}")
     filters = [classes[name]() for name in names]
     rng = random.Random(args.seed)
     for label, run in [("", filters)] + ([("  %s alone: " % type(f).__name__, [f])

@@ -26,6 +26,7 @@ from nova import objects
 from nova.scheduler import host_manager
 from nova.scheduler import weights as host_weights
 
+from scheduler_ext.cmd import common
 from scheduler_ext.nova.vector_weighing import VectorWeighing
 
 CONF = nova.conf.CONF
@@ -66,10 +67,10 @@ def timed(call) -> tuple[float, list]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--hosts", type=int, default=1000)
-    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--hosts", type=common.count(1), default=1000)
+    parser.add_argument("--rounds", type=common.count(1), default=200)
     parser.add_argument("--aggregate-multipliers", action="store_true")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=common.count(0), default=1)
     args = parser.parse_args(argv)
     CONF([], project="nova")
     objects.register_all()

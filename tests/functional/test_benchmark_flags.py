@@ -1,4 +1,4 @@
-"""The end-to-end and refresh benchmarks check every flag before any
+"""The end-to-end, refresh and vector benchmarks check every flag before any
 service starts: exit 2, the last line on stderr names the flag and what
 was wrong, nothing on stdout, no traceback, nothing made."""
 
@@ -34,6 +34,8 @@ def _refused(script, argv, flag, reason, tmp_path):
     (["--rate", "nan"], "--rate", "finite number"),
     (["--throughput-seconds", "0"], "--throughput-seconds", "at least 1.0"),
     (["--host-limit", "-5"], "--host-limit", "at least 0"),
+    (["--host-state-refresh-interval", "-1"], "--host-state-refresh-interval",
+     "at least 0.0"),
     (["--compare", "many"], "--compare", "must be an integer"),
     (["--wsgi-workers", "0"], "--wsgi-workers", "at least 1"),
     (["--schedulers", "stock"], "--schedulers", "must name ours"),
@@ -62,3 +64,15 @@ def test_refresh_benchmark_refuses_a_bad_flag(argv, flag, reason, tmp_path):
 ])
 def test_mariadb_check_refuses_a_bad_flag(argv, flag, reason, tmp_path):
     _refused("sql_source_mariadb.py", argv, flag, reason, tmp_path)
+
+
+@pytest.mark.parametrize("script, argv, flag, reason", [
+    ("vector_filtering.py", ["--hosts", "-5"], "--hosts", "at least 1"),
+    ("vector_filtering.py", ["--rounds", "0"], "--rounds", "at least 1"),
+    ("vector_filtering.py", ["--extra-specs", "99"], "--extra-specs", "at most"),
+    ("vector_filtering.py", ["--filters", "NoSuchFilter"], "--filters", "NoSuchFilter"),
+    ("vector_weighing.py", ["--hosts", "-5"], "--hosts", "at least 1"),
+    ("vector_weighing.py", ["--rounds", "0"], "--rounds", "at least 1"),
+])
+def test_vector_benchmarks_refuse_a_bad_flag(script, argv, flag, reason, tmp_path):
+    _refused(script, argv, flag, reason, tmp_path)
