@@ -143,9 +143,10 @@ class CellMirror:
         made = obj_base.obj_make_list(context, objects.ServiceList(context),
                                       objects.Service, live)
         for row in rows:
-            self.service_rows[row["id"]] = row
-            if row["deleted"]:
-                del self.service_rows[row["id"]]
+            if not row["deleted"]:
+                self.service_rows[row["id"]] = row
+            else:
+                self.service_rows.pop(row["id"], None)
                 held = self.services.get(row["host"])
                 if held is not None and held.id == row["id"]:
                     del self.services[row["host"]]
@@ -163,9 +164,10 @@ class CellMirror:
         made = obj_base.obj_make_list(context, objects.ComputeNodeList(context),
                                       objects.ComputeNode, live)
         for row in rows:
-            self.node_rows[row["id"]] = row
-            if row["deleted"]:
-                del self.node_rows[row["id"]]
+            if not row["deleted"]:
+                self.node_rows[row["id"]] = row
+            else:
+                self.node_rows.pop(row["id"], None)
                 held = self.nodes.get(row["uuid"])
                 if held is not None and held.id == row["id"]:
                     del self.nodes[row["uuid"]]
