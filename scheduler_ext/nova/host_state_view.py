@@ -54,6 +54,8 @@ from nova.db.main import models
 from nova.objects import base as obj_base
 from nova.scheduler import host_manager
 
+from scheduler_ext.nova.host_columns import HostColumns
+
 LOG = logging.getLogger(__name__)
 
 #: How far behind the newest timestamp seen a refresh looks again, in
@@ -103,6 +105,9 @@ class CellMirror:
     #: when the last refresh started, by this host's clock in UTC (None:
     #: never; the next reads the tables whole)
     read_at: datetime.datetime | None = None
+    #: compute node uuids whose host state changed (built, rebuilt, given a
+    #: new service, or gone) since the view's columns last took them
+    changed: set[str] = dataclasses.field(default_factory=set)
 
     def refresh(self, context, interval: float = 0.0) -> None:
         """Take the rows changed since the last refresh (all at the first),
@@ -133,6 +138,7 @@ class CellMirror:
     def forget(self) -> None:
         """Drop every row and host state held: the next refresh reads the
         cell whole."""
+        self.changed.update(self.nodes)
         for held in (self.node_rows, self.nodes, self.service_rows, self.services,
                      self.built, self.uuids_of_host):
             held.clear()
@@ -152,9 +158,11 @@ class CellMirror:
                     del self.services[row["host"]]
                     for uuid in self.uuids_of_host.get(row["host"], ()):
                         self.built.pop(uuid, None)
+                        self.changed.add(uuid)
         for service in made:
             self.services[service.host] = service
             for uuid in self.uuids_of_host.get(service.host, ()):
+                self.changed.add(uuid)
                 state = self.built.get(uuid)
                 if state is not None:
                     state.service = host_manager.ReadOnlyDict(dict(service))
@@ -172,6 +180,7 @@ class CellMirror:
                 if held is not None and held.id == row["id"]:
                     del self.nodes[row["uuid"]]
                     self.built.pop(row["uuid"], None)
+                    self.changed.add(row["uuid"])
                     self.uuids_of_host[row["host"]].discard(row["uuid"])
         for node in made:
             previous = self.nodes.get(node.uuid)
@@ -180,6 +189,7 @@ class CellMirror:
             self.nodes[node.uuid] = node
             self.uuids_of_host[node.host].add(node.uuid)
             self.built.pop(node.uuid, None)     # rebuilt when next asked for
+            self.changed.add(node.uuid)
 
     def host_state(self, manager: host_manager.HostManager, uuid: str) -> Any | None:
         """The built host state of compute node ``uuid`` (built now if it
@@ -211,6 +221,9 @@ class HostStateView:
         #: seconds during which a cell's mirror is used without a refresh
         self.refresh_interval = refresh_interval
         self.cells: dict[str, CellMirror] = {}
+        #: every cell's host states as columns (``host_columns``), brought
+        #: up to date by ``refreshed_columns``
+        self.columns = HostColumns()
         #: requests run concurrently (green or native threads): one at a
         #: time refreshes the mirrors and takes its built states
         self._lock = threading.Lock()
@@ -238,7 +251,34 @@ class HostStateView:
                     continue
                 for uuid in list(mirror.nodes):
                     built += mirror.host_state(self.manager, uuid) is not None
+                self._write_columns(mirror)
             return built
+
+    def refreshed_columns(self, context, cells: Sequence) -> tuple[HostColumns, list[int]]:
+        """The columns of every cell's host states, ``cells``' mirrors
+        refreshed first, and the cell numbers (``HostColumns.cell``) of
+        those that answered. The columns are the view's, changed by the
+        next call: read them within one request (requests are ranked one
+        at a time)."""
+        with self._lock:
+            answered = []
+            for cell in cells:
+                mirror = self._refreshed(context, cell, self.refresh_interval)
+                if mirror is None:
+                    continue
+                self._write_columns(mirror)
+                answered.append(self.columns.number_of_cell(cell.uuid))
+            return self.columns, answered
+
+    def _write_columns(self, mirror: CellMirror) -> None:
+        """The columns take the host states of ``mirror`` that changed."""
+        changed, mirror.changed = mirror.changed, set()
+        for uuid in changed:
+            state = mirror.host_state(self.manager, uuid)
+            if state is None:
+                self.columns.drop(uuid)
+            else:
+                self.columns.write(uuid, state)
 
     def _refreshed(self, context, cell, interval: float) -> CellMirror | None:
         """The mirror of ``cell`` after its refresh (see ``CellMirror.refresh``),
@@ -292,26 +332,45 @@ class MirroredHostManager(host_manager.HostManager):
 
     view: HostStateView
 
+    #: bumped at each change of nova's aggregate maps (``aggs_by_id``,
+    #: ``host_aggregates_map``)
+    aggregates_version = 0
+    #: (aggregates_version, host names known, groups) of the last request
+    #: ranked on columns (``column_ranking.AggregateGroups``)
+    aggregate_groups: tuple[int, int, Any] | None = None
+
     def get_host_states_by_uuids(self, context, compute_uuids, spec_obj):
         if compute_uuids is None:
             return super().get_host_states_by_uuids(context, compute_uuids, spec_obj)
-        # a request for one cell without a cross-cell move reads that cell only
+        built = self.view.built_states(context, self.cells_for(spec_obj), compute_uuids)
+        # in nova's order: the iteration order of a set of (host, node) keys
+        return [self.request_state(context, built[key]) for key in set(built)]
+
+    def cells_for(self, spec_obj) -> list:
+        """The cells nova reads for ``spec_obj``: the requested cell of a
+        move within one cell, else every enabled cell."""
         destination = (spec_obj.requested_destination
                        if spec_obj and 'requested_destination' in spec_obj else None)
         if (destination and 'cell' in destination and destination.cell and
                 not destination.allow_cross_cell_move):
-            cells = [destination.cell]
-        else:
-            cells = self.enabled_cells
-        built = self.view.built_states(context, cells, compute_uuids)
-        # in nova's order: the iteration order of a set of (host, node) keys
-        out = []
-        for key in set(built):
-            state = fresh_copy(built[key])
-            state.aggregates = self._get_aggregates_info(state.host)
-            state.instances = self._get_instance_info(context, state)
-            out.append(state)
-        return out
+            return [destination.cell]
+        return self.enabled_cells
+
+    def request_state(self, context, built) -> Any:
+        """A request's copy of a view's built host state, given what nova
+        gives it per request (its aggregates and instances)."""
+        state = fresh_copy(built)
+        state.aggregates = self._get_aggregates_info(state.host)
+        state.instances = self._get_instance_info(context, state)
+        return state
+
+    def update_aggregates(self, aggregates):
+        super().update_aggregates(aggregates)
+        self.aggregates_version += 1
+
+    def delete_aggregate(self, aggregate):
+        super().delete_aggregate(aggregate)
+        self.aggregates_version += 1
 
 
 def mirror_host_states(manager: host_manager.HostManager,

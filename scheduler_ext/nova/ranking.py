@@ -21,14 +21,18 @@ from typing import Any
 import nova.conf
 from nova.scheduler import filters as nova_filters
 
+from oslo_log import log as logging
+
+from scheduler_ext.nova.column_ranking import ColumnRanking, NotOnColumns
+from scheduler_ext.nova.host_state_view import MirroredHostManager
 from scheduler_ext.nova.request import allocation_request
 from scheduler_ext.nova.vector_weighing import VectorWeighing
 from scheduler_ext.sources.base import Candidate, Weights, roots_of
 
 CONF = nova.conf.CONF
+LOG = logging.getLogger(__name__)
 
 _uuid_of = operator.attrgetter("uuid")
-_obj_of = operator.attrgetter("obj")
 
 #: The candidate limit when nova asks placement for every candidate (server
 #: groups, a host targeted without its node).
@@ -142,13 +146,25 @@ def reads_candidates(host_filter: Any) -> bool:
 class NovaRanking:
     """State of one select_destinations call: the (filtered) spec, the
     instance index, and the HostStates read so far (they carry what the
-    earlier instances of a multi-create consumed)."""
+    earlier instances of a multi-create consumed).
+
+    With a mirrored host manager, a request whose filters and weighers all
+    run on columns (``column_ranking``) is ranked there, over every host
+    that fits; any other on host-state objects, over the source's best
+    ``limit``."""
 
     def __init__(self, context, spec_obj, host_manager, limit: int | None):
         self.context = context
         self.spec_obj = spec_obj
         self.host_manager = host_manager
-        self.limit: int = limit or UNLIMITED
+        #: the call's ranking on columns, or None: on objects
+        self.columns = ColumnRanking.planned(host_manager, spec_obj) \
+            if isinstance(host_manager, MirroredHostManager) else None
+        self.limit: int = UNLIMITED if self.columns is not None else limit or UNLIMITED
+        #: on columns: root -> the host state handed out (``state``), and
+        #: per row the same states (a claim consumes them)
+        self._copies: dict[str, Any] = {}
+        self._consumed: dict[int, Any] = {}
         #: which instance of a multi-create is being placed
         self.index = 0
         #: every HostState read in this call (``states`` maps them by uuid)
@@ -174,7 +190,10 @@ class NovaRanking:
     def state(self, root: str) -> Any | None:
         """The HostState of ``root`` read in this call, or None. The host
         claimed and its alternates are in the last ``rank``'s order: a scan
-        of its uuids costs less than mapping all 1,000 states."""
+        of its uuids costs less than mapping all 1,000 states. On columns,
+        a copy of its built state, made at the first ask."""
+        if self.columns is not None:
+            return self._copy(root)
         if self._states is None:
             hosts, uuids = self._ranked
             try:
@@ -208,7 +227,58 @@ class NovaRanking:
                 state.allocation_candidates = HostCandidates(cands, where[state.uuid])
         return hosts
 
+    def _copy(self, root: str) -> Any | None:
+        state = self._copies.get(root)
+        if state is None:
+            columns = self.host_manager.view.columns
+            row = columns.row_by_uuid.get(root)
+            if row is None:
+                return None
+            state = self._copies[root] = self.host_manager.request_state(
+                self.context, columns.states[row])
+            self._consumed[row] = state
+        return state
+
     def rank(self, cands: Sequence[Candidate]) -> Weights:
+        """Per candidate: its weight in nova's order (``rank_on_objects``),
+        on columns when the call can be."""
+        if self.columns is not None:
+            try:
+                return self.rank_on_columns(cands)
+            except NotOnColumns as exc:
+                LOG.info("ranking on host-state objects: %s", exc)
+                self.columns = None
+                self._hosts = list(self._copies.values())
+        return self.rank_on_objects(cands)
+
+    def rank_on_columns(self, cands: Sequence[Candidate]) -> Weights:
+        """``rank_on_objects`` on the columns (raises NotOnColumns)."""
+        assert self.columns is not None
+        roots = roots_of(cands)
+        hosts = self.columns.hosts(self.context, roots,
+                                   self.host_manager.cells_for(self.spec_obj),
+                                   self._consumed)
+        passed = self.columns.filtered(hosts, self.index)
+        totals = self.columns.weights(passed)
+        order = _tried_first(self.columns.best_first(totals), totals.tolist())
+        firsts = passed.positions[order].tolist()
+        out: list[float | None] = [None] * len(cands)
+        if len(hosts) == len(roots):    # one candidate per host
+            best_first = firsts
+            for rank, i in zip(range(len(firsts), 0, -1), firsts):
+                out[i] = float(rank)
+        else:       # a move: its source's candidates on both views
+            where = candidate_positions(roots)
+            best_first = []
+            for rank, i in zip(range(len(firsts), 0, -1), firsts):
+                for j in where[roots[i]]:
+                    out[j] = float(rank)
+                    best_first.append(j)
+        weights = Weights(out)
+        weights.best_first = best_first
+        return weights
+
+    def rank_on_objects(self, cands: Sequence[Candidate]) -> Weights:
         """Per candidate: its weight in nova's order (higher is better), or
         None when nova's host filters drop its host; ``best_first`` lists
         the candidates kept in nova's order (a host's in position order).
@@ -246,14 +316,24 @@ class NovaRanking:
         if not passed:
             return []
         weighed = self.weighing.weighed_hosts(passed, self.spec_obj)
-        if CONF.filter_scheduler.shuffle_best_same_weighed_hosts:
-            top = weighed[0].weight     # weighed is best first
-            best = list(itertools.takewhile(lambda w: w.weight == top, weighed))
-            random.shuffle(best)
-            weighed = best + list(weighed[len(best):])
-        order = list(map(_obj_of, weighed))
-        subset = order[:max(1, CONF.filter_scheduler.host_subset_size)]
-        first = random.choice(subset)
-        order.remove(first)
-        order.insert(0, first)
-        return order
+        order = _tried_first(list(range(len(weighed))), [w.weight for w in weighed])
+        return [weighed[k].obj for k in order]
+
+
+def _tried_first(best_first: list[int], weights: list[float]) -> list[int]:
+    """``best_first`` (indexes into ``weights``, by weight, highest first)
+    in the order nova tries them: the hosts of the best weight shuffled
+    when ``shuffle_best_same_weighed_hosts``, then one of the first
+    ``host_subset_size`` drawn at random to go first."""
+    if not best_first:
+        return best_first
+    if CONF.filter_scheduler.shuffle_best_same_weighed_hosts:
+        top = weights[best_first[0]]
+        best = list(itertools.takewhile(lambda k: weights[k] == top, best_first))
+        random.shuffle(best)
+        best_first = best + best_first[len(best):]
+    subset = best_first[:max(1, CONF.filter_scheduler.host_subset_size)]
+    first = random.choice(subset)
+    best_first.remove(first)
+    best_first.insert(0, first)
+    return best_first

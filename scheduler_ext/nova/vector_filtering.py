@@ -167,7 +167,7 @@ def _capability(host, path: Sequence[str], parsed: dict[str, Any]) -> Any:
     return value
 
 
-def _capability_specs(flavor) -> list[tuple[str, tuple[str, ...], bool]]:
+def capability_specs(flavor) -> list[tuple[str, tuple[str, ...], bool]]:
     """(requirement, path, scoped) per flavor extra spec the capabilities
     filter reads, in the flavor's order: ``capabilities:``-scoped keys, and
     unscoped ones (which apply only to a host with that attribute or
@@ -201,7 +201,7 @@ def compute_capabilities(filter_, hosts, spec) -> np.ndarray:
     if "extra_specs" not in flavor:
         return passed
     parsed: dict[str, Any] = {}
-    for requirement, path, scoped in _capability_specs(flavor):
+    for requirement, path, scoped in capability_specs(flavor):
         alive = np.flatnonzero(passed).tolist()
         if not scoped:
             alive = [i for i in alive if _applies(hosts[i], path[0])]

@@ -1,0 +1,457 @@
+"""nova's enabled host filters and weighers over the mirrored host
+states' columns (``host_columns``), for every host that fits.
+
+With objects (``vector_filtering``, ``vector_weighing``) each request
+copies and reads one host state per candidate: about 15 µs a host, so
+nova's Python code sees at most ``max_placement_results`` hosts. On the
+columns a request reads arrays, and nova's filters and weighers see every
+host the engine found fitting.
+
+A request is ranked here when every enabled filter and weigher has a
+column kernel that accepts it (``ColumnPlan.of``); else (a NUMA or PCI
+filter, an operator's class, server-group instances to count, forced
+hosts, a targeted host) on objects, as before. The per-request values nova
+gives a host state are taken the same way: its aggregates from the host
+manager's aggregate maps (one group of hosts per set of aggregates), and,
+after a claim of a multi-create, the claimed host's own consumed state.
+
+The hosts come in nova's order (the iteration order of a set of (host,
+node) keys), the filters' verdicts, the weights and the final order are
+those of nova's code on those host states: ``tests/unit/nova/
+test_column_ranking.py`` checks it against nova's own filter handler and
+weighers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+import nova.conf
+import numpy as np
+from nova.scheduler.filters import (affinity_filter, aggregate_image_properties_isolation,
+                                    aggregate_instance_extra_specs,
+                                    aggregate_multitenancy_isolation, all_hosts_filter,
+                                    compute_capabilities_filter, compute_filter,
+                                    image_props_filter, io_ops_filter,
+                                    num_instances_filter)
+from nova.scheduler import utils as scheduler_utils
+from nova.scheduler.weights import (affinity, compute, cpu, cross_cell, disk,
+                                    hypervisor_version, image_props, io_ops,
+                                    metrics, num_instances, pci, ram)
+from oslo_log import log as logging
+from oslo_utils import timeutils
+
+from scheduler_ext.nova import vector_filtering, vector_weighing
+from scheduler_ext.nova.host_columns import HostColumns, microseconds, number_of
+
+CONF = nova.conf.CONF
+LOG = logging.getLogger(__name__)
+
+#: host-state attributes nova gives per request (not the built state's)
+PER_REQUEST = frozenset({"aggregates", "instances", "limits", "allocation_candidates"})
+
+
+class RequestHosts:
+    """One request's hosts on the columns: ``rows`` in nova's order, the
+    ``positions`` of their first candidates, their aggregate groups, and
+    the states this call handed out (``consumed``: row -> host state; a
+    multi-create's claims consumed some)."""
+
+    def __init__(self, columns: HostColumns, rows: np.ndarray, positions: np.ndarray,
+                 aggregate_groups: "AggregateGroups", consumed: dict[int, Any]):
+        self.columns = columns
+        self.rows = rows
+        self.positions = positions
+        self.groups = aggregate_groups
+        self.consumed = consumed
+        #: positions in ``rows`` of the consumed hosts, and their states
+        self._patches: list[tuple[int, Any]] = []
+        if consumed:
+            at = np.flatnonzero(np.isin(rows, list(consumed)))
+            self._patches = [(int(i), consumed[int(rows[i])]) for i in at]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def numbers(self, name: str) -> np.ndarray:
+        """The float64 column ``name`` over the request's hosts."""
+        out = self.columns.column(name)[self.rows]
+        for i, state in self._patches:
+            value = number_of(state, name)
+            if value is None:
+                raise NotOnColumns(f"{name} of {state.host} is not a number")
+            out[i] = value
+        return out
+
+    def pci_free(self) -> np.ndarray:
+        out = self.columns.column("pci_free")[self.rows]
+        for i, state in self._patches:
+            pools = state.pci_stats.pools if state.pci_stats else ()
+            out[i] = sum(pool["count"] for pool in pools)
+        return out
+
+    def flags(self, name: str) -> np.ndarray:
+        return self.columns.column(name)[self.rows]
+
+    def states(self) -> list:
+        """The host states, consumed ones included (for kernels that read
+        what the columns do not hold: capabilities, image properties)."""
+        states = self.columns.states
+        out = [states[r] for r in self.rows.tolist()]
+        for i, state in self._patches:
+            out[i] = state
+        return out
+
+    def group_of(self) -> np.ndarray:
+        """Per host, its aggregate group (``AggregateGroups.groups``)."""
+        return self.groups.of_host[self.columns.column("host_number")[self.rows]]
+
+    def take(self, keep: np.ndarray) -> "RequestHosts":
+        """The hosts where ``keep`` is True, in order."""
+        return RequestHosts(self.columns, self.rows[keep], self.positions[keep],
+                            self.groups, self.consumed)
+
+
+class AggregateGroups:
+    """The hosts grouped by the set of aggregates nova's host manager maps
+    them to: ``of_host[host number]`` is a group, ``groups[g]`` its
+    aggregates as nova lists them for a host state (group 0: none)."""
+
+    def __init__(self, manager, columns: HostColumns):
+        self.groups: list[list] = [[]]
+        self.of_host = np.zeros(len(columns.lowered_hosts), dtype=np.int64)
+        number: dict[frozenset, int] = {frozenset(): 0}
+        for host, ids in list(manager.host_aggregates_map.items()):
+            at = columns.host_numbers.get(host)
+            if at is None or not ids:
+                continue
+            key = frozenset(ids)
+            group = number.get(key)
+            if group is None:
+                group = number[key] = len(self.groups)
+                self.groups.append(manager._get_aggregates_info(host))
+            self.of_host[at] = group
+        #: one stand-in host state per group: the aggregate filters read
+        #: nothing else of a host
+        self.stand_ins = [SimpleNamespace(aggregates=aggs) for aggs in self.groups]
+
+    def multipliers(self, hosts: RequestHosts, key: str, default: float) -> np.ndarray:
+        """Per host, its weigher multiplier for aggregate metadata ``key``."""
+        per_group = np.array([vector_weighing.aggregate_multiplier(aggs, key, default)
+                              for aggs in self.groups], dtype=float)
+        return per_group[hosts.group_of()]
+
+
+# ------------------------------------------------------------------ filters
+@dataclasses.dataclass(frozen=True)
+class ColumnFilter:
+    """One of nova's filters on columns: whether it ``accepts`` a request
+    (reads nothing per host), and per host whether it passes (``mask``)."""
+
+    accepts: Callable[[Any, Any], bool]
+    mask: Callable[[Any, RequestHosts, Any], np.ndarray]
+
+
+def _always(filter_, spec) -> bool:
+    return True
+
+
+def _everyone(filter_, hosts: RequestHosts, spec) -> np.ndarray:
+    return np.ones(len(hosts), dtype=bool)
+
+
+def _db_servicegroup(filter_, spec) -> bool:
+    return CONF.servicegroup_driver == "db"
+
+
+def _service_up(filter_, hosts: RequestHosts, spec) -> np.ndarray:
+    """ComputeFilter with nova's ``db`` servicegroup driver (see
+    ``vector_filtering.compute_service_up``)."""
+    down = hosts.flags("disabled") | hosts.flags("forced_down")
+    elapsed = microseconds(timeutils.utcnow()) - hosts.flags("heartbeat_us")
+    # microseconds / 1e6 is timedelta.total_seconds(), rounded as it is
+    return ~down & (np.abs(elapsed) / 1e6 <= CONF.service_down_time)
+
+
+def _reads_node_values(filter_, spec) -> bool:
+    """The capabilities the flavor names are the built state's (a path
+    into a per-request attribute is read on objects)."""
+    if "extra_specs" not in spec.flavor:
+        return True
+    return all(path[0] not in PER_REQUEST
+               for _, path, _ in vector_filtering.capability_specs(spec.flavor))
+
+
+def _on_states(kernel: vector_filtering.Kernel) -> Callable[[Any, RequestHosts, Any], np.ndarray]:
+    """A filter kernel on objects, run on the hosts' built (or consumed)
+    states."""
+    def mask(filter_, hosts: RequestHosts, spec) -> np.ndarray:
+        return kernel(filter_, hosts.states(), spec)
+    return mask
+
+
+def _on_aggregates(kernel: vector_filtering.Kernel) -> Callable[[Any, RequestHosts, Any], np.ndarray]:
+    """A filter kernel that reads only a host's aggregates, run once per
+    aggregate group."""
+    def mask(filter_, hosts: RequestHosts, spec) -> np.ndarray:
+        verdicts = kernel(filter_, hosts.groups.stand_ins, spec)
+        return verdicts[hosts.group_of()]
+    return mask
+
+
+def _no_anti_affinity_group(filter_, spec) -> bool:
+    group = spec.instance_group
+    return filter_.policy_name != (group.policy if group else None)
+
+
+def _in_affinity_group(filter_, hosts: RequestHosts, spec) -> np.ndarray:
+    """ServerGroupAffinityFilter: for an affinity group with hosts, the host
+    is one of them (by name)."""
+    group = spec.instance_group
+    if filter_.policy_name not in (group.policies if group else []) or not group.hosts:
+        return np.ones(len(hosts), dtype=bool)
+    numbers = hosts.columns.host_numbers
+    wanted = [numbers[h] for h in set(group.hosts) if h in numbers]
+    return np.isin(hosts.columns.column("host_number")[hosts.rows], wanted)
+
+
+def _no_hint(hint: str) -> Callable[[Any, Any], bool]:
+    def accepts(filter_, spec) -> bool:
+        return not spec.get_scheduler_hint(hint)
+    return accepts
+
+
+def _below(name: str, option: str) -> Callable[[Any, RequestHosts, Any], np.ndarray]:
+    def mask(filter_, hosts: RequestHosts, spec) -> np.ndarray:
+        return hosts.numbers(name) < CONF.filter_scheduler[option]
+    return mask
+
+
+FILTERS: dict[type, ColumnFilter] = {
+    all_hosts_filter.AllHostsFilter: ColumnFilter(_always, _everyone),
+    compute_filter.ComputeFilter: ColumnFilter(_db_servicegroup, _service_up),
+    compute_capabilities_filter.ComputeCapabilitiesFilter: ColumnFilter(
+        _reads_node_values, _on_states(vector_filtering.compute_capabilities)),
+    image_props_filter.ImagePropertiesFilter: ColumnFilter(
+        _always, _on_states(vector_filtering.image_properties)),
+    affinity_filter.ServerGroupAntiAffinityFilter: ColumnFilter(
+        _no_anti_affinity_group, _everyone),
+    affinity_filter.ServerGroupAffinityFilter: ColumnFilter(_always, _in_affinity_group),
+    affinity_filter.SameHostFilter: ColumnFilter(_no_hint("same_host"), _everyone),
+    affinity_filter.DifferentHostFilter: ColumnFilter(_no_hint("different_host"), _everyone),
+    num_instances_filter.NumInstancesFilter: ColumnFilter(
+        _always, _below("num_instances", "max_instances_per_host")),
+    io_ops_filter.IoOpsFilter: ColumnFilter(
+        _always, _below("num_io_ops", "max_io_ops_per_host")),
+    aggregate_instance_extra_specs.AggregateInstanceExtraSpecsFilter: ColumnFilter(
+        _always, _on_aggregates(vector_filtering.aggregate_extra_specs)),
+    aggregate_multitenancy_isolation.AggregateMultiTenancyIsolation: ColumnFilter(
+        _always, _on_aggregates(vector_filtering.aggregate_tenants)),
+    aggregate_image_properties_isolation.AggregateImagePropertiesIsolation: ColumnFilter(
+        _always, _on_aggregates(vector_filtering.aggregate_image_isolation)),
+}
+
+
+# ----------------------------------------------------------------- weighers
+@dataclasses.dataclass(frozen=True)
+class ColumnWeigher:
+    """One of nova's weighers on columns: whether it ``accepts`` a request,
+    and its raw weights per host; ``kernel`` holds its multiplier's option
+    and sign (``vector_weighing.KERNELS``)."""
+
+    accepts: Callable[[Any, Any], bool]
+    raw: Callable[[Any, RequestHosts, Any], np.ndarray]
+
+
+def _column(name: str) -> Callable[[Any, RequestHosts, Any], np.ndarray]:
+    def raw(weigher, hosts: RequestHosts, spec) -> np.ndarray:
+        return hosts.numbers(name)
+    return raw
+
+
+def _free_vcpus(weigher, hosts: RequestHosts, spec) -> np.ndarray:
+    return (hosts.numbers("vcpus_total") * hosts.numbers("cpu_allocation_ratio")
+            - hosts.numbers("vcpus_used"))
+
+
+def _zeros(weigher, hosts: RequestHosts, spec) -> np.ndarray:
+    return np.zeros(len(hosts))
+
+
+def _not_its_group(weigher, spec) -> bool:
+    group = spec.instance_group
+    return not group or group.policy != weigher.policy_name
+
+
+def _preferred_cell(weigher, hosts: RequestHosts, spec) -> np.ndarray:
+    """CrossCellWeigher: 1 in the preferred cell of a cross-cell move, -1
+    elsewhere; 0 for any other request."""
+    if not _cross_cell(spec):
+        return np.zeros(len(hosts))
+    preferred = hosts.columns.cell_numbers.get(spec.requested_destination.cell.uuid, -1)
+    return np.where(hosts.columns.column("cell")[hosts.rows] == preferred, 1.0, -1.0)
+
+
+def _cross_cell(spec) -> bool:
+    return bool('requested_destination' in spec and spec.requested_destination and
+                'cell' in spec.requested_destination and
+                spec.requested_destination.cell and
+                spec.requested_destination.allow_cross_cell_move)
+
+
+def _pci_kept_free(weigher, hosts: RequestHosts, spec) -> np.ndarray:
+    return pci.MAX_DEVS - np.minimum(hosts.pci_free(), pci.MAX_DEVS - 1)
+
+
+def _no_metrics(weigher, spec) -> bool:
+    return not weigher.setting
+
+
+def _image_props_off(weigher, spec) -> bool:
+    return CONF.filter_scheduler.image_props_weight_multiplier == 0.0
+
+
+WEIGHERS: dict[type, ColumnWeigher] = {
+    ram.RAMWeigher: ColumnWeigher(_always, _column("free_ram_mb")),
+    disk.DiskWeigher: ColumnWeigher(_always, _column("free_disk_mb")),
+    cpu.CPUWeigher: ColumnWeigher(_always, _free_vcpus),
+    io_ops.IoOpsWeigher: ColumnWeigher(_always, _column("num_io_ops")),
+    num_instances.NumInstancesWeigher: ColumnWeigher(_always, _column("num_instances")),
+    compute.BuildFailureWeigher: ColumnWeigher(_always, _column("failed_builds")),
+    hypervisor_version.HypervisorVersionWeigher: ColumnWeigher(
+        _always, _column("hypervisor_version")),
+    affinity.ServerGroupSoftAffinityWeigher: ColumnWeigher(_not_its_group, _zeros),
+    affinity.ServerGroupSoftAntiAffinityWeigher: ColumnWeigher(_not_its_group, _zeros),
+    cross_cell.CrossCellWeigher: ColumnWeigher(_always, _preferred_cell),
+    pci.PCIWeigher: ColumnWeigher(_always, _pci_kept_free),
+    metrics.MetricsWeigher: ColumnWeigher(_no_metrics, _zeros),
+    image_props.ImagePropertiesWeigher: ColumnWeigher(_image_props_off, _zeros),
+}
+
+
+# ------------------------------------------------------------------ ranking
+class NotOnColumns(Exception):
+    """This request's hosts are ranked on objects (a row that is not all
+    numbers, a kernel that raised)."""
+
+
+class ColumnRanking:
+    """nova's filters and weighers of one host manager for one request,
+    on the columns of its ``HostStateView`` (see the module's text)."""
+
+    def __init__(self, manager, spec, filters: list[tuple[Any, ColumnFilter]],
+                 weighers: list[tuple[Any, ColumnWeigher, vector_weighing.Kernel]]):
+        self.manager = manager
+        self.spec = spec
+        self.filters = filters
+        self.weighers = weighers
+        #: the columns and the cells that answered, read once per call
+        self._read: tuple[HostColumns, list[int]] | None = None
+
+    @classmethod
+    def planned(cls, manager, spec) -> "ColumnRanking | None":
+        """The column ranking of ``spec`` by ``manager``'s enabled filters
+        and weighers, or None when one of them, or the request, needs
+        objects."""
+        if scheduler_utils.request_is_rebuild(spec) or spec.force_hosts or \
+                spec.force_nodes:
+            return None
+        destination = spec.requested_destination
+        if destination is not None and 'host' in destination:
+            return None
+        filters = []
+        for filter_ in manager.enabled_filters:
+            column = FILTERS.get(type(filter_))
+            if column is None or not column.accepts(filter_, spec):
+                return None
+            filters.append((filter_, column))
+        weighers = []
+        for weigher in manager.weighers:
+            column_weigher = WEIGHERS.get(type(weigher))
+            if column_weigher is None or not column_weigher.accepts(weigher, spec):
+                return None
+            weighers.append((weigher, column_weigher, vector_weighing.KERNELS[type(weigher)]))
+        return cls(manager, spec, filters, weighers)
+
+    def hosts(self, context, roots: Sequence[str], cells: Sequence,
+              consumed: dict[int, Any]) -> RequestHosts:
+        """The hosts of ``roots`` nova's host manager would read for this
+        request (a live host state in one of ``cells``), in nova's order.
+        The columns are refreshed at the call's first request."""
+        if self._read is None:
+            self._read = self.manager.view.refreshed_columns(context, cells)
+        columns, answered = self._read
+        rows, positions = columns.rows(roots)
+        keep = np.isin(columns.column("cell")[rows], answered)
+        rows, positions = rows[keep], positions[keep]
+        if columns.column("irregular")[rows].any():
+            raise NotOnColumns("a host state holds a value that is not a number")
+        rows, first = np.unique(rows, return_index=True)
+        positions = positions[first]
+        # nova's order: a set of (host, node) keys
+        keys = columns.keys
+        row_of_key = dict(zip(map(keys.__getitem__, rows.tolist()), range(len(rows))))
+        at = np.fromiter(map(row_of_key.__getitem__, set(row_of_key)), dtype=np.int64,
+                         count=len(row_of_key))
+        return RequestHosts(columns, rows[at], positions[at],
+                            self._aggregate_groups(columns), consumed)
+
+    def _aggregate_groups(self, columns: HostColumns) -> AggregateGroups:
+        """The hosts' aggregate groups, made again when nova's aggregate maps
+        changed or a host name was added."""
+        key = (self.manager.aggregates_version, len(columns.lowered_hosts))
+        cached = self.manager.aggregate_groups
+        if cached is None or cached[:2] != key:
+            cached = self.manager.aggregate_groups = (*key, AggregateGroups(self.manager, columns))
+        return cached[2]
+
+    def filtered(self, hosts: RequestHosts, index: int) -> RequestHosts:
+        """The hosts nova's ``get_filtered_hosts`` keeps for instance
+        ``index`` of the request, in order."""
+        ignore = self.spec.ignore_hosts or []
+        if ignore:
+            numbers = [n for name in {h.lower() for h in ignore}
+                       for n in hosts.columns.numbers_of_lowered.get(name, ())]
+            hosts = hosts.take(~np.isin(
+                hosts.columns.column("host_number")[hosts.rows], numbers))
+        for filter_, column in self.filters:
+            if not len(hosts):
+                break
+            if not filter_.run_filter_for_index(index):
+                continue
+            try:
+                mask = column.mask(filter_, hosts, self.spec)
+            except Exception as exc:
+                raise NotOnColumns(f"{type(filter_).__name__} raised {exc!r}") from exc
+            hosts = hosts.take(mask)
+        return hosts
+
+    def weights(self, hosts: RequestHosts) -> np.ndarray:
+        """Per host, its total weight by nova's weighers (0 for one host)."""
+        totals = np.zeros(len(hosts))
+        if len(hosts) <= 1:
+            return totals
+        for weigher, column, kernel in self.weighers:
+            multipliers = hosts.groups.multipliers(
+                hosts, kernel.key, CONF[kernel.group][kernel.option])
+            raw = vector_weighing.clamped(column.raw(weigher, hosts, self.spec),
+                                          weigher.minval, weigher.maxval)
+            if kernel.sign != 1.0:
+                multipliers = kernel.sign * multipliers
+            with np.errstate(all="ignore"):     # an inf multiplier times 0: NaN
+                totals += multipliers * vector_weighing.normalized(
+                    raw, weigher.minval, weigher.maxval)
+        return totals
+
+    @staticmethod
+    def best_first(totals: np.ndarray) -> list[int]:
+        """Positions by weight, highest first, equal weights in order (as
+        nova's sort)."""
+        if np.isnan(totals).any():     # Python's sort, as nova's, on NaN keys
+            weights = totals.tolist()
+            return sorted(range(len(weights)), key=weights.__getitem__, reverse=True)
+        return np.argsort(-totals, kind="stable").tolist()
