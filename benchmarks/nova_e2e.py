@@ -71,10 +71,18 @@ def instrument(timer: e2e.PhaseTimer) -> None:
     # nova's own code only: how ours hands its candidates to nova's filters
     # (``NovaRanking.rank``) is ours and stays in "other"
     host_states_as_list(host_manager.HostManager)
+    from scheduler_ext.nova.column_ranking import ColumnRanking
     from scheduler_ext.nova.host_state_view import MirroredHostManager
     from scheduler_ext.nova.vector_weighing import VectorWeighing
     for owner in (host_manager.HostManager, MirroredHostManager):
         timer.wrap(owner, "get_host_states_by_uuids", "states")
+    # ours on columns: the columns refreshed and the hosts in nova's order,
+    # nova's filters, nova's weighers
+    timer.wrap(ColumnRanking, "candidate_rows", "states")
+    timer.wrap(ColumnRanking, "hosts", "states")
+    timer.wrap(ColumnRanking, "filtered", "filters")
+    timer.wrap(ColumnRanking, "weights", "weighers")
+    timer.wrap(ColumnRanking, "best_first", "weighers")
     # ours runs nova's filters on arrays inside nova's get_filtered_hosts
     # (the host manager's filter_handler): timed as "filters" too
     timer.wrap(host_manager.HostManager, "get_filtered_hosts", "filters")

@@ -25,6 +25,7 @@ weighers.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import itertools
 from collections.abc import Callable, Sequence
 from types import SimpleNamespace
@@ -56,16 +57,14 @@ PER_REQUEST = frozenset({"aggregates", "instances", "limits", "allocation_candid
 
 
 class RequestHosts:
-    """One request's hosts on the columns: ``rows`` in nova's order, the
-    ``positions`` of their first candidates, their aggregate groups, and
-    the states this call handed out (``consumed``: row -> host state; a
-    multi-create's claims consumed some)."""
+    """One request's hosts on the columns: ``rows`` in nova's order, their
+    aggregate groups, and the states this call handed out (``consumed``:
+    row -> host state; a multi-create's claims consumed some)."""
 
-    def __init__(self, columns: HostColumns, rows: np.ndarray, positions: np.ndarray,
+    def __init__(self, columns: HostColumns, rows: np.ndarray,
                  aggregate_groups: "AggregateGroups", consumed: dict[int, Any]):
         self.columns = columns
         self.rows = rows
-        self.positions = positions
         self.groups = aggregate_groups
         self.consumed = consumed
         #: positions in ``rows`` of the consumed hosts, and their states
@@ -97,14 +96,10 @@ class RequestHosts:
     def flags(self, name: str) -> np.ndarray:
         return self.columns.column(name)[self.rows]
 
-    def states(self) -> list:
+    def states(self) -> "HostStates":
         """The host states, consumed ones included (for kernels that read
         what the columns do not hold: capabilities, image properties)."""
-        states = self.columns.states
-        out = [states[r] for r in self.rows.tolist()]
-        for i, state in self._patches:
-            out[i] = state
-        return out
+        return HostStates(self)
 
     def group_of(self) -> np.ndarray:
         """Per host, its aggregate group (``AggregateGroups.groups``)."""
@@ -112,8 +107,26 @@ class RequestHosts:
 
     def take(self, keep: np.ndarray) -> "RequestHosts":
         """The hosts where ``keep`` is True, in order."""
-        return RequestHosts(self.columns, self.rows[keep], self.positions[keep],
-                            self.groups, self.consumed)
+        return RequestHosts(self.columns, self.rows[keep], self.groups, self.consumed)
+
+
+class HostStates(Sequence):
+    """A request's host states, each read when asked for (a kernel that
+    finds nothing to check reads none)."""
+
+    def __init__(self, hosts: RequestHosts):
+        self._states = hosts.columns.states
+        self._rows = hosts.rows.tolist()
+        self._patched = dict(hosts._patches)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(len(self))[i]]
+        state = self._patched.get(i if i >= 0 else i + len(self))
+        return self._states[self._rows[i]] if state is None else state
 
 
 class AggregateGroups:
@@ -350,7 +363,8 @@ class ColumnRanking:
         self.filters = filters
         self.weighers = weighers
         #: the columns and the cells that answered, read once per call
-        self._read: tuple[HostColumns, list[int]] | None = None
+        self._columns: HostColumns | None = None
+        self._answered: list[int] = []
 
     @classmethod
     def planned(cls, manager, spec) -> "ColumnRanking | None":
@@ -377,28 +391,42 @@ class ColumnRanking:
             weighers.append((weigher, column_weigher, vector_weighing.KERNELS[type(weigher)]))
         return cls(manager, spec, filters, weighers)
 
-    def hosts(self, context, roots: Sequence[str], cells: Sequence,
-              consumed: dict[int, Any]) -> RequestHosts:
-        """The hosts of ``roots`` nova's host manager would read for this
-        request (a live host state in one of ``cells``), in nova's order.
-        The columns are refreshed at the call's first request."""
-        if self._read is None:
-            self._read = self.manager.view.refreshed_columns(context, cells)
-        columns, answered = self._read
-        rows, positions = columns.rows(roots)
-        keep = np.isin(columns.column("cell")[rows], answered)
-        rows, positions = rows[keep], positions[keep]
+    def hosts(self, context, rows: np.ndarray, cells: Sequence,
+              consumed: dict[int, Any],
+              arrived: datetime.datetime | None = None) -> RequestHosts:
+        """The hosts of ``rows`` (a candidate's row, -1 for none: see
+        ``candidate_rows``) nova's host manager would read for this request
+        (in one of ``cells``), each once, in nova's order."""
+        columns = self.columns(context, cells, arrived)
+        rows = rows[rows >= 0]
+        if not len(rows):
+            return RequestHosts(columns, rows, self._aggregate_groups(columns), consumed)
         if columns.column("irregular")[rows].any():
             raise NotOnColumns("a host state holds a value that is not a number")
-        rows, first = np.unique(rows, return_index=True)
-        positions = positions[first]
-        # nova's order: a set of (host, node) keys
-        keys = columns.keys
-        row_of_key = dict(zip(map(keys.__getitem__, rows.tolist()), range(len(rows))))
-        at = np.fromiter(map(row_of_key.__getitem__, set(row_of_key)), dtype=np.int64,
-                         count=len(row_of_key))
-        return RequestHosts(columns, rows[at], positions[at],
-                            self._aggregate_groups(columns), consumed)
+        # nova's order: the iteration order of a set of (host, node) keys
+        keys = set(map(columns.keys.__getitem__, rows.tolist()))
+        ordered = np.fromiter(map(columns.row_by_key.__getitem__, keys), dtype=np.int64,
+                              count=len(keys))
+        return RequestHosts(columns, ordered, self._aggregate_groups(columns), consumed)
+
+    def candidate_rows(self, context, roots: Sequence[str], cells: Sequence,
+                       arrived: datetime.datetime | None = None) -> np.ndarray:
+        """Per root, its host's row in the columns, -1 when nova's host
+        manager would not read it for this request (no live host state in
+        one of ``cells``)."""
+        columns = self.columns(context, cells, arrived)
+        rows = columns.rows(roots)
+        rows[~np.isin(columns.column("cell")[rows], self._answered)] = -1
+        return rows
+
+    def columns(self, context, cells: Sequence,
+                arrived: datetime.datetime | None = None) -> HostColumns:
+        """The view's columns, brought up to date at the call's first ask
+        (``cells`` refreshed unless they were after the call ``arrived``)."""
+        if self._columns is None:
+            self._columns, self._answered = self.manager.view.refreshed_columns(
+                context, cells, arrived)
+        return self._columns
 
     def _aggregate_groups(self, columns: HostColumns) -> AggregateGroups:
         """The hosts' aggregate groups, made again when nova's aggregate maps
@@ -447,8 +475,7 @@ class ColumnRanking:
                     raw, weigher.minval, weigher.maxval)
         return totals
 
-    @staticmethod
-    def best_first(totals: np.ndarray) -> list[int]:
+    def best_first(self, totals: np.ndarray) -> list[int]:
         """Positions by weight, highest first, equal weights in order (as
         nova's sort)."""
         if np.isnan(totals).any():     # Python's sort, as nova's, on NaN keys

@@ -12,6 +12,7 @@ row marked dead, and takes it again if it comes back.
 from __future__ import annotations
 
 import datetime
+import itertools
 import numbers
 from collections.abc import Sequence
 from typing import Any
@@ -52,6 +53,7 @@ class HostColumns:
         #: per row: the built host state, and its (host, node) key
         self.states: list[Any] = []
         self.keys: list[tuple[str, str]] = []
+        self.row_by_key: dict[tuple[str, str], int] = {}
         #: host names numbered (``host_number``); per number, the lowered name
         self.host_numbers: dict[str, int] = {}
         self.lowered_hosts: list[str] = []
@@ -105,7 +107,9 @@ class HostColumns:
             self.keys.append((state.host, state.nodename))
         else:
             self.states[row] = state
+            del self.row_by_key[self.keys[row]]
             self.keys[row] = (state.host, state.nodename)
+        self.row_by_key[self.keys[row]] = row
         a = self._arrays
         irregular = False
         for name in NUMBERS:
@@ -134,14 +138,10 @@ class HostColumns:
         if row is not None:
             self._arrays["live"][row] = False
 
-    def rows(self, uuids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, positions): the live rows of ``uuids`` and where each
-        stands in ``uuids`` (uuids without a live row left out)."""
-        row_by_uuid = self.row_by_uuid.get
-        found = np.fromiter((row_by_uuid(u, -1) for u in uuids), dtype=np.int64,
-                            count=len(uuids))
-        positions = np.flatnonzero(found >= 0)
-        rows = found[positions]
-        live = self._arrays["live"][rows]
-        return rows[live], positions[live]
+    def rows(self, uuids: Sequence[str]) -> np.ndarray:
+        """Per uuid, its live row, or -1 (int64)."""
+        found = np.fromiter(map(self.row_by_uuid.get, uuids, itertools.repeat(-1)),
+                            dtype=np.int64, count=len(uuids))
+        live = self._arrays["live"][found] & (found >= 0)
+        return np.where(live, found, -1)
 

@@ -109,11 +109,13 @@ class CellMirror:
     #: new service, or gone) since the view's columns last took them
     changed: set[str] = dataclasses.field(default_factory=set)
 
-    def refresh(self, context, interval: float = 0.0) -> None:
+    def refresh(self, context, interval: float = 0.0,
+                since: datetime.datetime | None = None) -> None:
         """Take the rows changed since the last refresh (all at the first),
-        unless it started less than ``interval`` seconds ago. A row stamped
-        more than ``OVERLAP_SECONDS`` before the last refresh started was
-        committed before it (the tolerance) and taken then."""
+        unless it started less than ``interval`` seconds ago, or at or
+        after ``since`` (UTC). A row stamped more than ``OVERLAP_SECONDS``
+        before the last refresh started was committed before it (the
+        tolerance) and taken then."""
         started = timeutils.utcnow()
         if self.read_at is not None and started < self.read_at:
             # the clock went back (a step, a test's override): rows stamped
@@ -123,6 +125,8 @@ class CellMirror:
             self.forget()
         if self.read_at is not None and interval > 0 and \
                 (started - self.read_at).total_seconds() < interval:
+            return
+        if self.read_at is not None and since is not None and self.read_at >= since:
             return
         rows = _changed_rows(context, _SERVICES, self.read_at,
                              _SERVICES.c.binary == "nova-compute")
@@ -254,16 +258,26 @@ class HostStateView:
                 self._write_columns(mirror)
             return built
 
-    def refreshed_columns(self, context, cells: Sequence) -> tuple[HostColumns, list[int]]:
+    def refresh_cells(self, context, cells: Sequence) -> None:
+        """Refresh ``cells``' mirrors (a request's early read: see
+        ``refreshed_columns``' ``since``)."""
+        with self._lock:
+            for cell in cells:
+                self._refreshed(context, cell, self.refresh_interval)
+
+    def refreshed_columns(self, context, cells: Sequence,
+                          since: datetime.datetime | None = None
+                          ) -> tuple[HostColumns, list[int]]:
         """The columns of every cell's host states, ``cells``' mirrors
-        refreshed first, and the cell numbers (``HostColumns.cell``) of
+        refreshed first (unless refreshed at or after ``since``, UTC: the
+        request's arrival), and the cell numbers (``HostColumns.cell``) of
         those that answered. The columns are the view's, changed by the
         next call: read them within one request (requests are ranked one
         at a time)."""
         with self._lock:
             answered = []
             for cell in cells:
-                mirror = self._refreshed(context, cell, self.refresh_interval)
+                mirror = self._refreshed(context, cell, self.refresh_interval, since)
                 if mirror is None:
                     continue
                 self._write_columns(mirror)
@@ -280,7 +294,8 @@ class HostStateView:
             else:
                 self.columns.write(uuid, state)
 
-    def _refreshed(self, context, cell, interval: float) -> CellMirror | None:
+    def _refreshed(self, context, cell, interval: float,
+                   since: datetime.datetime | None = None) -> CellMirror | None:
         """The mirror of ``cell`` after its refresh (see ``CellMirror.refresh``),
         or None when the cell failed to answer (as nova's scatter-gather,
         which skips such a cell)."""
@@ -289,7 +304,7 @@ class HostStateView:
             mirror = self.cells[cell.uuid] = CellMirror(cell.uuid)
         try:
             with nova_context.target_cell(context, cell) as cctxt:
-                mirror.refresh(cctxt, interval)
+                mirror.refresh(cctxt, interval, since)
         except Exception as exc:
             LOG.warning("reading the compute nodes of cell %s failed: %s",
                         cell.uuid, exc, exc_info=True)

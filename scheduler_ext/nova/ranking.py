@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import datetime
 import itertools
 import operator
 import random
@@ -19,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import nova.conf
+import numpy as np
 from nova.scheduler import filters as nova_filters
 
 from oslo_log import log as logging
@@ -153,8 +155,11 @@ class NovaRanking:
     that fits; any other on host-state objects, over the source's best
     ``limit``."""
 
-    def __init__(self, context, spec_obj, host_manager, limit: int | None):
+    def __init__(self, context, spec_obj, host_manager, limit: int | None,
+                 arrived: datetime.datetime | None = None):
         self.context = context
+        #: when the call arrived (UTC): host states refreshed since count
+        self.arrived = arrived
         self.spec_obj = spec_obj
         self.host_manager = host_manager
         #: the call's ranking on columns, or None: on objects
@@ -254,29 +259,15 @@ class NovaRanking:
     def rank_on_columns(self, cands: Sequence[Candidate]) -> Weights:
         """``rank_on_objects`` on the columns (raises NotOnColumns)."""
         assert self.columns is not None
-        roots = roots_of(cands)
-        hosts = self.columns.hosts(self.context, roots,
-                                   self.host_manager.cells_for(self.spec_obj),
-                                   self._consumed)
+        cells = self.host_manager.cells_for(self.spec_obj)
+        rows = self.columns.candidate_rows(self.context, roots_of(cands), cells,
+                                           self.arrived)
+        hosts = self.columns.hosts(self.context, rows, cells, self._consumed,
+                                   self.arrived)
         passed = self.columns.filtered(hosts, self.index)
         totals = self.columns.weights(passed)
         order = _tried_first(self.columns.best_first(totals), totals.tolist())
-        firsts = passed.positions[order].tolist()
-        out: list[float | None] = [None] * len(cands)
-        if len(hosts) == len(roots):    # one candidate per host
-            best_first = firsts
-            for rank, i in zip(range(len(firsts), 0, -1), firsts):
-                out[i] = float(rank)
-        else:       # a move: its source's candidates on both views
-            where = candidate_positions(roots)
-            best_first = []
-            for rank, i in zip(range(len(firsts), 0, -1), firsts):
-                for j in where[roots[i]]:
-                    out[j] = float(rank)
-                    best_first.append(j)
-        weights = Weights(out)
-        weights.best_first = best_first
-        return weights
+        return _weights_of_rows(rows, passed.rows[order], hosts.columns.size)
 
     def rank_on_objects(self, cands: Sequence[Candidate]) -> Weights:
         """Per candidate: its weight in nova's order (higher is better), or
@@ -318,6 +309,22 @@ class NovaRanking:
         weighed = self.weighing.weighed_hosts(passed, self.spec_obj)
         order = _tried_first(list(range(len(weighed))), [w.weight for w in weighed])
         return [weighed[k].obj for k in order]
+
+
+def _weights_of_rows(rows: np.ndarray, best_first: np.ndarray, size: int) -> Weights:
+    """Per candidate (its host's row in ``rows``, -1 for none), its host's
+    weight (the hosts ``best_first``, rows out of ``size``, weigh n down
+    to 1), or None; ``best_first`` lists the candidates kept, a host's
+    in position order."""
+    weight_of_row = np.zeros(size + 1)      # row -1 reads the last: 0
+    weight_of_row[best_first] = np.arange(len(best_first), 0, -1, dtype=float)
+    weights_ = weight_of_row[rows]
+    kept = np.flatnonzero(weights_ > 0)
+    out = weights_.astype(object)
+    out[weights_ == 0] = None
+    weights = Weights(out.tolist())
+    weights.best_first = kept[np.lexsort((kept, -weights_[kept]))].tolist()
+    return weights
 
 
 def _tried_first(best_first: list[int], weights: list[float]) -> list[int]:

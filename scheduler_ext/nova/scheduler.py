@@ -26,11 +26,14 @@ raise ``UseNova``; the caller then runs nova's own code unchanged.
 from __future__ import annotations
 
 import copy
+import datetime
 import functools
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from oslo_log import log as logging
+from oslo_utils import timeutils
 
 from nova.compute import utils as compute_utils
 from nova import exception
@@ -46,6 +49,7 @@ from scheduler_ext.moves.request import ScheduleRequest
 from scheduler_ext.nova import request as nova_request
 from scheduler_ext.nova.early_reads import EarlyReads
 from scheduler_ext.nova.garbage import DeferredDrop
+from scheduler_ext.nova.host_state_view import MirroredHostManager
 from scheduler_ext.nova.ranking import NovaRanking
 from scheduler_ext.nova.request import ALLOCATION_REQUEST_VERSION, UseNova
 from scheduler_ext.nova.workers import Workers
@@ -117,6 +121,7 @@ class NovaScheduler:
         if sched_utils.request_is_rebuild(spec_obj):
             raise UseNova("a rebuild checks the current host only")
         admin = context.elevated()
+        arrived = timeutils.utcnow()
         spec = working_copy(spec_obj)
         # after the clone (all CPU), so that the reads overlap the request
         # filters' waits on nova's databases rather than contend with it
@@ -131,7 +136,7 @@ class NovaScheduler:
         try:
             with early.turn(self.lock):
                 return self._select(context, admin, spec, list(instance_uuids),
-                                    query, num_alts, early, used)
+                                    query, num_alts, early, used, arrived)
         except errors.SchedulerExtError as exc:   # placement unreachable...
             LOG.error("scheduling %s failed: %s", instance_uuids, exc)
             raise exception.NoValidHost(reason=public_reason(exc))
@@ -147,7 +152,13 @@ class NovaScheduler:
             self.driver.read_consumer, self.driver.holder_root)
             if len(instance_uuids) == 1 and nova_request.may_be_move(spec_obj)
             else None)
-        return EarlyReads(self.early, self.driver.refresh, find_move)
+        refresh = self.driver.refresh
+        if isinstance(self.host_manager, MirroredHostManager):
+            # the host states nova's filters read: their cells' mirrors too
+            refresh = functools.partial(_in_turn, refresh, functools.partial(
+                self.host_manager.view.refresh_cells, admin,
+                self.host_manager.cells_for(spec_obj)))
+        return EarlyReads(self.early, refresh, find_move)
 
     @staticmethod
     def _requests(admin, spec, instance_uuids: list[str], query,
@@ -161,10 +172,11 @@ class NovaScheduler:
                 for uuid in instance_uuids]
 
     def _select(self, context, admin, spec, instance_uuids: list[str], query,
-                num_alts: int, early: EarlyReads, used: list) -> list[list]:
+                num_alts: int, early: EarlyReads, used: list,
+                arrived: datetime.datetime) -> list[list]:
         requests = self._requests(admin, spec, instance_uuids, query, early)
         ranking = NovaRanking(admin, spec, self.host_manager,
-                              host_limit(query.limit, self.driver))
+                              host_limit(query.limit, self.driver), arrived)
         used.append(ranking)
         self._notify(context, spec, "start")
         claimed: list[tuple[str, list[Candidate], Any]] = []
@@ -246,6 +258,11 @@ class NovaScheduler:
             context=context, request_spec=spec,
             action=obj_fields.NotificationAction.SELECT_DESTINATIONS,
             phase=getattr(obj_fields.NotificationPhase, phase.upper()))
+
+
+def _in_turn(*calls: Callable[[], None]) -> None:
+    for call in calls:
+        call()
 
 
 def _nova_selections(ranking: NovaRanking, cands: list[Candidate], host,

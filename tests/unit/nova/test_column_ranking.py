@@ -67,7 +67,7 @@ class View:
         self.columns = columns
         self.cells = cells
 
-    def refreshed_columns(self, context, cells):
+    def refreshed_columns(self, context, cells, since=None):
         return self.columns, self.cells
 
 
@@ -216,7 +216,7 @@ def run_case(seed: int, conf) -> tuple[int, bool]:
     roots = [h.uuid for h in hosts]
     rng.shuffle(roots)
     try:
-        ours = ranking.hosts(None, roots, [], consumed)
+        ours = ranking.hosts(None, ranking.candidate_rows(None, roots, []), [], consumed)
     except NotOnColumns:
         assert any(isinstance(h.service["last_seen_up"], str) for h in hosts), seed
         return len(hosts), False
