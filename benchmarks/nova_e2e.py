@@ -106,6 +106,8 @@ def instrument(timer: e2e.PhaseTimer) -> None:
     timer.wrap(EarlyReads, "move", "reads")
     # ... and the CPU time those reads take on the workers
     timer.wrap_background(SchedulerDriver, "refresh", "refresh")
+    from scheduler_ext.nova.host_state_view import HostStateView
+    timer.wrap_background(HostStateView, "refresh_cells", "states")
     timer.wrap_background(nova_request, "find_move", "reads")
 
 
@@ -318,9 +320,11 @@ def latency(procs: SchedulerProcesses, ctx, client: HttpPlacement, cell_db: str,
 
 def choice_against_nova(mgrs: dict, samples: int, limit: int, seed: int) -> dict:
     """For boots of random flavors (nothing is claimed): whether ours'
-    pick (nova's filters and weighers on arrays over the engine's best
-    ``max_placement_results`` hosts) and the pick with ``nova_host_limit =
-    limit`` are a host nova's own code ranks first over every host that
+    pick (nova's filters and weighers on the host-state columns over every
+    host that fits, or where a request cannot be, on objects over the
+    engine's best ``max_placement_results``) and the pick with
+    ``nova_host_limit = limit`` (on objects) are a host nova's own code
+    ranks first over every host that
     fits (its ``HostFilterHandler`` and ``get_weighed_hosts``; a tie at the
     top weight counts as nova's pick). ``ranks``: each pick's place in
     nova's order (1 = nova's pick; past the end: not kept by nova)."""
@@ -348,8 +352,8 @@ def choice_against_nova(mgrs: dict, samples: int, limit: int, seed: int) -> dict
         order = [w.obj.uuid for w in weighed]
         top = {w.obj.uuid for w in weighed if weighed and w.weight == weighed[0].weight}
         for name, k in (("ours", query.limit), ("ours-limit", limit)):
-            best = ranked(source.candidates(query, limit=k),
-                          NovaRanking(ctx, spec, hm, k))
+            ranking = NovaRanking(ctx, spec, hm, k, on_columns=name == "ours")
+            best = ranked(source.candidates(query, limit=ranking.limit), ranking)
             pick = best[0].root if best else None
             out["matches"][name] = out["matches"].get(name, 0) + (
                 pick in top if top else pick is None)

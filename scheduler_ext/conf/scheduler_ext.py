@@ -119,7 +119,11 @@ OPTS = [
              "candidate (server groups, a host targeted without its node). "
              "The chosen host can differ from nova's full run when "
              "nova's weighers rank a host the engine did not hand over "
-             "first; benchmarks/nova_e2e.py reports how often."),
+             "first; benchmarks/nova_e2e.py reports how often. With 0, a "
+             "request whose filters and weighers all run on the host-state "
+             "columns (nova's defaults; see the README) is ranked over every "
+             "host that fits; a limit set here ranks every request on "
+             "host-state objects."),
     cfg.StrOpt(
         "move_strategy", default="same_host",
         help="Name of the move strategy in the 'scheduler_ext.move_strategy' "

@@ -123,8 +123,27 @@ def top_k(weights: np.ndarray, hi: np.ndarray, lo: np.ndarray, k: int,
         pick = np.concatenate([better, ties])
     else:
         pick = np.arange(n)
-    order = np.lexsort((lo[key(pick)], hi[key(pick)], -weights[pick]))
-    return pick[order]
+    return pick[_best_first(weights[pick], hi, lo, key(pick))]
+
+
+def _best_first(weights: np.ndarray, hi: np.ndarray, lo: np.ndarray,
+                keys: np.ndarray) -> np.ndarray:
+    """Positions of ``weights`` by weight descending, then the uuid key
+    (``hi[keys[p]]``, ``lo[keys[p]]``) ascending. Sorted by weight alone,
+    then only the runs of equal weights by their keys (a sort on three
+    keys costs about 2.5 times one)."""
+    order = np.argsort(-weights, kind="stable")
+    ordered = weights[order]
+    same = ordered[1:] == ordered[:-1]
+    if not same.any():
+        return order
+    tied = np.zeros(len(order), dtype=bool)
+    tied[1:] |= same
+    tied[:-1] |= same
+    # the tied runs keep their places: within each, by key
+    sub = order[tied]
+    order[tied] = sub[np.lexsort((lo[keys[sub]], hi[keys[sub]], -weights[sub]))]
+    return order
 
 
 def kth_largest(values: np.ndarray, k: int, block: int = 1024) -> float:

@@ -67,6 +67,7 @@ class RequestHosts:
         self.rows = rows
         self.groups = aggregate_groups
         self.consumed = consumed
+        self._group_of: np.ndarray | None = None
         #: positions in ``rows`` of the consumed hosts, and their states
         self._patches: list[tuple[int, Any]] = []
         if consumed:
@@ -103,7 +104,9 @@ class RequestHosts:
 
     def group_of(self) -> np.ndarray:
         """Per host, its aggregate group (``AggregateGroups.groups``)."""
-        return self.groups.of_host[self.columns.column("host_number")[self.rows]]
+        if self._group_of is None:
+            self._group_of = self.groups.of_host[self.columns.column("host_number")[self.rows]]
+        return self._group_of
 
     def take(self, keep: np.ndarray) -> "RequestHosts":
         """The hosts where ``keep`` is True, in order."""
@@ -156,6 +159,8 @@ class AggregateGroups:
         """Per host, its weigher multiplier for aggregate metadata ``key``."""
         per_group = np.array([vector_weighing.aggregate_multiplier(aggs, key, default)
                               for aggs in self.groups], dtype=float)
+        if (per_group == per_group[0]).all():   # one value: no host's aggregates set it
+            return np.full(len(hosts), per_group[0])
         return per_group[hosts.group_of()]
 
 
@@ -403,7 +408,7 @@ class ColumnRanking:
             return RequestHosts(columns, rows, self._aggregate_groups(columns), consumed)
         if columns.column("irregular")[rows].any():
             raise NotOnColumns("a host state holds a value that is not a number")
-        # nova's order: the iteration order of a set of (host, node) keys
+        # nova's order: a set filled with the (host, node) keys one at a time
         keys = set(map(columns.keys.__getitem__, rows.tolist()))
         ordered = np.fromiter(map(columns.row_by_key.__getitem__, keys), dtype=np.int64,
                               count=len(keys))

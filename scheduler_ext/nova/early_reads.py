@@ -1,13 +1,15 @@
 """The reads a select_destinations call needs before it can choose,
 started when the call arrives.
 
-Two reads do not depend on nova's request filters: the fleet view's
+Three reads do not depend on nova's request filters: the fleet view's
 refresh (one to three statements on placement's database with the ``sql``
-source) and, for a resize or cold migration, the ``pre-migrating``
-Migration record and what its consumer holds (two reads, one after the
-other). nova's request filters, which run first, themselves wait several
-milliseconds on nova's databases. ``EarlyReads`` starts both on worker
-threads as the call arrives; the call then waits only for what is left.
+source), the refresh of the host states' mirror (two statements per cell
+on nova's cell databases), and, for a resize or cold migration, the
+``pre-migrating`` Migration record and what its consumer holds (two
+reads, one after the other). nova's request filters, which run first,
+themselves wait several milliseconds on nova's databases. ``EarlyReads``
+starts them on worker threads as the call arrives; the call then waits
+only for what is left.
 
 The refresh still runs after the request arrived, so every increase
 placement took before it is seen. When another decision ran while the call
@@ -27,14 +29,17 @@ from scheduler_ext.nova.workers import Workers
 
 
 class EarlyReads:
-    """One call's early refresh (the driver's) and move look-up (None:
-    the call cannot be a move)."""
+    """One call's early refresh (the driver's), move look-up (None: the
+    call cannot be a move) and host states' refresh (None: none kept)."""
 
     def __init__(self, workers: Workers, refresh: Callable[[], None],
-                 find_move: Callable[[], MoveContext | None] | None):
+                 find_move: Callable[[], MoveContext | None] | None,
+                 host_states: Callable[[], None] | None = None):
         #: None once ``refreshed`` has been asked
         self._refresh: Future | None = workers.submit(refresh)
         self._move: Future | None = workers.submit(find_move) if find_move else None
+        self._host_states: Future | None = \
+            workers.submit(host_states) if host_states else None
         #: another decision ran since the refresh started
         self.stale = False
 
@@ -52,10 +57,13 @@ class EarlyReads:
             lock.release()
 
     def refreshed(self) -> bool:
-        """Wait for the early refresh: True when it ran and still counts
-        (once: a multi-create's later instances refresh as usual). Raises
-        what the refresh raised."""
+        """Wait for the early refreshes: True when the driver's ran and
+        still counts (once: a multi-create's later instances refresh as
+        usual). Raises what a refresh raised."""
         future, self._refresh = self._refresh, None
+        host_states, self._host_states = self._host_states, None
+        if host_states is not None:
+            host_states.result()
         if future is None or self.stale:
             return False
         future.result()

@@ -358,8 +358,10 @@ class MirroredHostManager(host_manager.HostManager):
         if compute_uuids is None:
             return super().get_host_states_by_uuids(context, compute_uuids, spec_obj)
         built = self.view.built_states(context, self.cells_for(spec_obj), compute_uuids)
-        # in nova's order: the iteration order of a set of (host, node) keys
-        return [self.request_state(context, built[key]) for key in set(built)]
+        # in nova's order: a set filled with the (host, node) keys one at a
+        # time, as nova's host manager fills it (``set(dict)`` would size
+        # the set up front: another table, another order)
+        return [self.request_state(context, built[key]) for key in set(iter(built))]
 
     def cells_for(self, spec_obj) -> list:
         """The cells nova reads for ``spec_obj``: the requested cell of a

@@ -150,13 +150,13 @@ class NovaRanking:
     instance index, and the HostStates read so far (they carry what the
     earlier instances of a multi-create consumed).
 
-    With a mirrored host manager, a request whose filters and weighers all
-    run on columns (``column_ranking``) is ranked there, over every host
-    that fits; any other on host-state objects, over the source's best
-    ``limit``."""
+    With a mirrored host manager and ``on_columns``, a request whose
+    filters and weighers all run on columns (``column_ranking``) is ranked
+    there, over every host that fits; any other on host-state objects,
+    over the source's best ``limit``."""
 
     def __init__(self, context, spec_obj, host_manager, limit: int | None,
-                 arrived: datetime.datetime | None = None):
+                 arrived: datetime.datetime | None = None, on_columns: bool = True):
         self.context = context
         #: when the call arrived (UTC): host states refreshed since count
         self.arrived = arrived
@@ -164,7 +164,7 @@ class NovaRanking:
         self.host_manager = host_manager
         #: the call's ranking on columns, or None: on objects
         self.columns = ColumnRanking.planned(host_manager, spec_obj) \
-            if isinstance(host_manager, MirroredHostManager) else None
+            if on_columns and isinstance(host_manager, MirroredHostManager) else None
         self.limit: int = UNLIMITED if self.columns is not None else limit or UNLIMITED
         #: on columns: root -> the host state handed out (``state``), and
         #: per row the same states (a claim consumes them)
@@ -316,14 +316,15 @@ def _weights_of_rows(rows: np.ndarray, best_first: np.ndarray, size: int) -> Wei
     weight (the hosts ``best_first``, rows out of ``size``, weigh n down
     to 1), or None; ``best_first`` lists the candidates kept, a host's
     in position order."""
-    weight_of_row = np.zeros(size + 1)      # row -1 reads the last: 0
-    weight_of_row[best_first] = np.arange(len(best_first), 0, -1, dtype=float)
-    weights_ = weight_of_row[rows]
-    kept = np.flatnonzero(weights_ > 0)
-    out = weights_.astype(object)
-    out[weights_ == 0] = None
+    place_of_row = np.full(size + 1, -1)    # row -1 reads the last: none
+    place_of_row[best_first] = np.arange(len(best_first))
+    places = place_of_row[rows]
+    kept = np.flatnonzero(places >= 0)
+    out = (len(best_first) - places).astype(float).astype(object)
+    out[places < 0] = None
     weights = Weights(out.tolist())
-    weights.best_first = kept[np.lexsort((kept, -weights_[kept]))].tolist()
+    # a stable sort keeps a host's candidates in position order
+    weights.best_first = kept[np.argsort(places[kept], kind="stable")].tolist()
     return weights
 
 

@@ -29,7 +29,6 @@ import copy
 import datetime
 import functools
 import threading
-from collections.abc import Callable
 from typing import Any
 
 from oslo_log import log as logging
@@ -106,8 +105,8 @@ class NovaScheduler:
         self.host_manager = host_manager
         self.client = client
         self.lock = threading.Lock()
-        #: run each call's early refresh and move look-up (``early_reads``)
-        self.early = Workers("scheduler-ext-early-reads", 2)
+        #: run each call's early refreshes and move look-up (``early_reads``)
+        self.early = Workers("scheduler-ext-early-reads", 3)
         self.notifier = rpc.get_notifier("scheduler")
         #: drops each call's HostStates after its answer (see ``garbage``)
         self.drop = DeferredDrop()
@@ -152,13 +151,11 @@ class NovaScheduler:
             self.driver.read_consumer, self.driver.holder_root)
             if len(instance_uuids) == 1 and nova_request.may_be_move(spec_obj)
             else None)
-        refresh = self.driver.refresh
-        if isinstance(self.host_manager, MirroredHostManager):
-            # the host states nova's filters read: their cells' mirrors too
-            refresh = functools.partial(_in_turn, refresh, functools.partial(
-                self.host_manager.view.refresh_cells, admin,
-                self.host_manager.cells_for(spec_obj)))
-        return EarlyReads(self.early, refresh, find_move)
+        host_states = functools.partial(
+            self.host_manager.view.refresh_cells, admin,
+            self.host_manager.cells_for(spec_obj)) \
+            if isinstance(self.host_manager, MirroredHostManager) else None
+        return EarlyReads(self.early, self.driver.refresh, find_move, host_states)
 
     @staticmethod
     def _requests(admin, spec, instance_uuids: list[str], query,
@@ -176,7 +173,8 @@ class NovaScheduler:
                 arrived: datetime.datetime) -> list[list]:
         requests = self._requests(admin, spec, instance_uuids, query, early)
         ranking = NovaRanking(admin, spec, self.host_manager,
-                              host_limit(query.limit, self.driver), arrived)
+                              host_limit(query.limit, self.driver), arrived,
+                              on_columns=not self.driver.conf.scheduler_ext.nova_host_limit)
         used.append(ranking)
         self._notify(context, spec, "start")
         claimed: list[tuple[str, list[Candidate], Any]] = []
@@ -258,11 +256,6 @@ class NovaScheduler:
             context=context, request_spec=spec,
             action=obj_fields.NotificationAction.SELECT_DESTINATIONS,
             phase=getattr(obj_fields.NotificationPhase, phase.upper()))
-
-
-def _in_turn(*calls: Callable[[], None]) -> None:
-    for call in calls:
-        call()
 
 
 def _nova_selections(ranking: NovaRanking, cands: list[Candidate], host,

@@ -45,7 +45,7 @@ class WorkersRun(unittest.TestCase):
 class EarlyReadsRules(unittest.TestCase):
 
     def setUp(self):
-        self.workers = Workers("early-test", 2)
+        self.workers = Workers("early-test", 3)
         self.refreshes = []
 
     def refresh(self):
@@ -79,6 +79,22 @@ class EarlyReadsRules(unittest.TestCase):
         with fresh.turn(lock):      # free: nobody ran in between
             self.assertTrue(fresh.refreshed())
         self.assertFalse(lock.locked())
+
+    def test_the_host_states_refresh_runs_on_its_own_worker_and_is_waited_for(self):
+        started, release = threading.Event(), threading.Event()
+        done = []
+
+        def host_states():
+            started.set()
+            release.wait(5)
+            done.append(threading.current_thread().name)
+
+        early = EarlyReads(self.workers, self.refresh, None, host_states)
+        self.assertTrue(started.wait(5))    # beside the driver's refresh
+        threading.Timer(0.05, release.set).start()
+        self.assertTrue(early.refreshed())
+        self.assertEqual(1, len(done))
+        self.assertNotEqual(done[0], self.refreshes[0])
 
     def test_errors_reach_the_caller(self):
         def down():

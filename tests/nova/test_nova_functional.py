@@ -37,6 +37,7 @@ NESTED = "tests.nova.cases_nested"
 PCI = "tests.nova.cases_pci"
 TARGETS = ["tests.nova.cases_adapter", "tests.nova.cases_ranking",
            "tests.nova.cases_early_reads", "tests.nova.cases_host_state_view",
+           "tests.nova.cases_column_ranking",
            "tests.nova.cases_scenarios", "tests.nova.cases_audit",
            "tests.nova.cases_startup", "tests.nova.cases_window",
            "tests.nova.cases_storage", "tests.nova.cases_oracle", NESTED, PCI]
@@ -281,6 +282,10 @@ def test_the_service_reads_the_fleet_when_it_starts(nova_results):
 
 def test_mirrored_host_states_are_novas_after_each_change(nova_results):
     _assert_all_pass(nova_results, "MirroredHostStates", at_least=2)
+
+
+def test_novas_choice_is_made_on_the_host_state_columns(nova_results):
+    _assert_all_pass(nova_results, "RankedOnColumns", at_least=4)
 
 
 def test_pending_migration_is_the_one_nova_objects_give(nova_results):

@@ -75,6 +75,20 @@ def test_top_k_many_ties_picks_smallest_uuids():
     assert order[2:].tolist() == rest
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_every_host_asked_for_comes_by_weight_then_uuid(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    ids = [str(uuid.UUID(int=int(x))) for x in rng.integers(1, 2**62, n)]
+    hi, lo = uuid_keys(ids)
+    w = rng.choice([0.0, -0.0, 0.5, 1.0, 2.5], n) if seed % 2 else rng.random(n)
+    expected = sorted(range(n), key=lambda i: (-w[i], ids[i]))
+    assert top_k(w, hi, lo, n + int(rng.integers(0, 3))).tolist() == expected
+    rows = rng.permutation(n)       # the keys read through rows
+    got = top_k(w, hi[rows], lo[rows], n, rows=np.argsort(rows))
+    assert got.tolist() == expected
+
+
 def test_uuid_keys_order_like_strings():
     ids = sorted(str(uuid.uuid4()) for _ in range(200))
     hi, lo = uuid_keys(ids)

@@ -39,6 +39,7 @@ from nova.scheduler import host_manager
 from nova.scheduler import weights as host_weights
 from oslo_utils import timeutils
 
+from scheduler_ext.nova import ranking as ranking_module
 from scheduler_ext.nova.column_ranking import FILTERS, ColumnRanking, NotOnColumns
 from scheduler_ext.nova.host_columns import HostColumns
 from tests.unit.nova import test_vector_filtering as filtering
@@ -262,3 +263,48 @@ def frozen_time():
     timeutils.set_time_override(filtering.NOW)
     yield
     timeutils.clear_time_override()
+
+
+def test_a_moves_source_keeps_both_its_candidates_in_position_order():
+    # candidates: the source (row 5) twice, row 2 (filtered out), one with
+    # no host state (-1), row 7; nova's order: row 7, then row 5
+    weights = ranking_module._weights_of_rows(np.array([5, 2, -1, 5, 7]),
+                                              np.array([7, 5]), size=8)
+    assert list(weights) == [1.0, None, None, 1.0, 2.0]
+    assert weights.best_first == [4, 0, 3]
+
+
+def _state(host: str, node: str, disabled: bool = False):
+    state = host_manager.HostState(host, node, "cell1")
+    state.uuid = node
+    state.service = host_manager.ReadOnlyDict({
+        "disabled": disabled, "forced_down": False, "last_seen_up": filtering.NOW,
+        "created_at": filtering.NOW})
+    return state
+
+
+def test_a_compute_node_gone_and_back_takes_its_row_again():
+    columns = HostColumns(capacity=1)
+    for node in ("n1", "n2", "n3"):
+        columns.write(node, _state("h" + node, node))
+    columns.drop("n2")
+    assert columns.rows(["n3", "n2", "nx", "n1"]).tolist() == [2, -1, -1, 0]
+    columns.write("n2", _state("moved", "n2", disabled=True))
+    assert columns.rows(["n2"]).tolist() == [1]
+    assert columns.keys[1] == ("moved", "n2") and columns.row_by_key[("moved", "n2")] == 1
+    assert ("hn2", "n2") not in columns.row_by_key
+    assert columns.column("disabled").tolist() == [False, True, False]
+
+
+def test_a_host_state_that_is_not_all_numbers_is_ranked_on_objects(nova_conf):
+    columns = HostColumns()
+    state = _state("h1", "n1")
+    state.free_ram_mb = None
+    columns.write("n1", state)
+    manager = Manager([], [], [], {}, View(columns, [0]))
+    spec = objects.RequestSpec(flavor=objects.Flavor(extra_specs={}), image=None,
+                               instance_group=None, scheduler_hints={}, ignore_hosts=None,
+                               force_hosts=None, force_nodes=None, requested_destination=None)
+    ranking = ColumnRanking.planned(manager, spec)
+    with pytest.raises(NotOnColumns):
+        ranking.hosts(None, ranking.candidate_rows(None, ["n1"], []), [], {})
