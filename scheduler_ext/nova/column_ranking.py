@@ -48,6 +48,7 @@ from oslo_utils import timeutils
 
 from scheduler_ext.nova import vector_filtering, vector_weighing
 from scheduler_ext.nova.host_columns import HostColumns, microseconds, number_of
+from scheduler_ext.sources.base import Candidate, LazyCandidates, roots_of
 
 CONF = nova.conf.CONF
 LOG = logging.getLogger(__name__)
@@ -414,14 +415,26 @@ class ColumnRanking:
                               count=len(keys))
         return RequestHosts(columns, ordered, self._aggregate_groups(columns), consumed)
 
-    def candidate_rows(self, context, roots: Sequence[str], cells: Sequence,
+    def candidate_rows(self, context, cands: Sequence[Candidate], cells: Sequence,
                        arrived: datetime.datetime | None = None) -> np.ndarray:
-        """Per root, its host's row in the columns, -1 when nova's host
-        manager would not read it for this request (no live host state in
-        one of ``cells``)."""
+        """Per candidate, its host's row in the columns, -1 when nova's
+        host manager would not read it for this request (no live host
+        state in one of ``cells``). Candidates that know their roots' rows
+        in the engine's index are mapped through them, without a look-up
+        per root."""
         columns = self.columns(context, cells, arrived)
-        rows = columns.rows(roots)
-        rows[~np.isin(columns.column("cell")[rows], self._answered)] = -1
+        known = cands.index_rows() if isinstance(cands, LazyCandidates) else None
+        if known is None:
+            rows = columns.rows(roots_of(cands))
+        else:
+            rows = columns.rows_of_index(known.uuids, known.rows)
+            unknown = np.flatnonzero(known.rows < 0)
+            if len(unknown):
+                roots = roots_of(cands)
+                rows[unknown] = columns.rows([roots[i] for i in unknown.tolist()])
+        held = np.flatnonzero(rows >= 0)
+        outside = ~np.isin(columns.column("cell")[rows[held]], self._answered)
+        rows[held[outside]] = -1
         return rows
 
     def columns(self, context, cells: Sequence,

@@ -57,6 +57,8 @@ class HostColumns:
         #: host names numbered (``host_number``); per number, the lowered name
         self.host_numbers: dict[str, int] = {}
         self.lowered_hosts: list[str] = []
+        #: (a uuid list, its rows here, ``size`` when mapped): ``rows_of_index``
+        self._index_map: tuple[Sequence[str], np.ndarray, int] | None = None
         #: lowered host name -> the numbers of the names that lower to it
         self.numbers_of_lowered: dict[str, list[int]] = {}
         #: cell uuids numbered (``cell``)
@@ -138,10 +140,35 @@ class HostColumns:
         if row is not None:
             self._arrays["live"][row] = False
 
+    def rows_of_index(self, uuids: Sequence[str], index_rows: np.ndarray) -> np.ndarray:
+        """Per row of ``uuids`` (a list that only grows; -1: none), the
+        live row of that uuid here, or -1 (int64). The rows of ``uuids``
+        are mapped once, and again only where they had none and rows were
+        added here since."""
+        held = self._index_map
+        if held is None or held[0] is not uuids:
+            held = (uuids, np.zeros(0, dtype=np.int64), 0)
+        _, mapping, size_seen = held
+        if len(uuids) > len(mapping):
+            mapping = np.concatenate([mapping, self._held_rows(uuids[len(mapping):])])
+        if self.size != size_seen:
+            missing = np.flatnonzero(mapping < 0)
+            mapping[missing] = self._held_rows([uuids[i] for i in missing.tolist()])
+        self._index_map = (uuids, mapping, self.size)
+        found = np.full(len(index_rows), -1, dtype=np.int64)
+        known = index_rows >= 0
+        found[known] = mapping[index_rows[known]]
+        return self._live(found)
+
     def rows(self, uuids: Sequence[str]) -> np.ndarray:
         """Per uuid, its live row, or -1 (int64)."""
-        found = np.fromiter(map(self.row_by_uuid.get, uuids, itertools.repeat(-1)),
-                            dtype=np.int64, count=len(uuids))
-        live = self._arrays["live"][found] & (found >= 0)
-        return np.where(live, found, -1)
+        return self._live(self._held_rows(uuids))
+
+    def _held_rows(self, uuids: Sequence[str]) -> np.ndarray:
+        """Per uuid, its row (live or dead; a row is a uuid's for good), or -1."""
+        return np.fromiter(map(self.row_by_uuid.get, uuids, itertools.repeat(-1)),
+                           dtype=np.int64, count=len(uuids))
+
+    def _live(self, rows: np.ndarray) -> np.ndarray:
+        return np.where(self._arrays["live"][rows] & (rows >= 0), rows, -1)
 

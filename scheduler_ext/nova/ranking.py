@@ -260,8 +260,7 @@ class NovaRanking:
         """``rank_on_objects`` on the columns (raises NotOnColumns)."""
         assert self.columns is not None
         cells = self.host_manager.cells_for(self.spec_obj)
-        rows = self.columns.candidate_rows(self.context, roots_of(cands), cells,
-                                           self.arrived)
+        rows = self.columns.candidate_rows(self.context, cands, cells, self.arrived)
         hosts = self.columns.hosts(self.context, rows, cells, self._consumed,
                                    self.arrived)
         passed = self.columns.filtered(hosts, self.index)

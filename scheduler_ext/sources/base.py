@@ -16,6 +16,7 @@ import itertools
 import operator
 from typing import TYPE_CHECKING, Iterable, Mapping, Protocol, Sequence
 
+import numpy as np
 from oslo_config import cfg
 
 from scheduler_ext.engine.weigh import DEFAULT_WEIGHING, Weighing
@@ -160,6 +161,16 @@ class Weights(list):
     best_first: list[int]
 
 
+@dataclasses.dataclass(frozen=True)
+class IndexRows:
+    """Candidates' roots as rows of ``uuids``, a list that only grows:
+    ``rows[k]`` is candidate k's, -1 where its root is not read from it
+    (read that one's ``root``)."""
+
+    uuids: Sequence[str]
+    rows: np.ndarray
+
+
 class LazyCandidates(Sequence[Candidate]):
     """Candidates made when read (a decision reads the few it claims and
     offers as alternates, out of up to 1,000): a subclass gives
@@ -185,6 +196,12 @@ class LazyCandidates(Sequence[Candidate]):
     def expect(self, ks: Sequence[int]) -> None:
         """Candidates ``ks`` are read next: a subclass that builds them in
         batches builds these together. A hint only (by default ignored)."""
+
+    def index_rows(self) -> IndexRows | None:
+        """Each candidate's root as a row of a uuid list that only grows
+        (the engine's index), when the candidates know it (None: they do
+        not; see ``IndexRows``)."""
+        return None
 
     def __getitem__(self, k):
         n = len(self)
@@ -309,6 +326,13 @@ class Extended(LazyCandidates):
     def __init__(self, head: Sequence[Candidate], tail: Sequence[Candidate]):
         self._head, self._tail = head, tail
         self.roots = roots_of(head) + [c.root for c in tail]
+
+    def index_rows(self) -> IndexRows | None:
+        head = self._head.index_rows() if isinstance(self._head, LazyCandidates) else None
+        if head is None:
+            return None
+        return IndexRows(head.uuids, np.concatenate(
+            [head.rows, np.full(len(self._tail), -1, dtype=np.int64)]))
 
     def __len__(self) -> int:
         return len(self.roots)

@@ -21,7 +21,7 @@ import numpy as np
 
 from scheduler_ext.engine.fit import Fit
 from scheduler_ext.placement import Allocations, WritableAllocations
-from scheduler_ext.sources.base import Candidate, LazyCandidates
+from scheduler_ext.sources.base import Candidate, IndexRows, LazyCandidates
 
 Pick = tuple[WritableAllocations, dict[str, list[str]]]
 
@@ -101,14 +101,16 @@ class PickedBatch(LazyCandidates):
     what a ranking reads of every candidate. A decision reads the few it
     claims and offers as alternates, out of up to 1,000."""
 
-    __slots__ = ("roots", "weights", "_picks", "_ks", "_sources")
+    __slots__ = ("roots", "weights", "_picks", "_ks", "_sources", "_rows")
     roots: list[str]
 
     def __init__(self, roots: list[str], weights: list[float],
                  picks: list[LazyPicks], ks: list[int],
-                 sources: Sequence[LazyPicks]):
+                 sources: Sequence[LazyPicks], rows: IndexRows | None = None):
         self.roots = roots
         self.weights = weights
+        #: the roots as rows of the engine index's uuids
+        self._rows = rows
         self._picks = picks
         self._ks = ks
         #: the ``LazyPicks`` that ``picks`` holds, each once
@@ -119,6 +121,9 @@ class PickedBatch(LazyCandidates):
 
     def weight_at(self, k: int) -> float:
         return self.weights[k]
+
+    def index_rows(self) -> IndexRows | None:
+        return self._rows
 
     def _item(self, k: int) -> Candidate:
         return PickedCandidate(self.roots[k], self.weights[k],
@@ -145,7 +150,23 @@ class PickedBatch(LazyCandidates):
             return [whole[i] for i in order] if take is None else list(take(whole))
 
         return cls(column("roots"), column("weights"), column("_picks"), column("_ks"),
-                   sources=[p for b in batches for p in b._sources])
+                   sources=[p for b in batches for p in b._sources],
+                   rows=_joined_rows(batches, order))
+
+
+def _joined_rows(batches: Sequence[PickedBatch], order: Sequence[int]) -> IndexRows | None:
+    """The index rows of ``batches`` joined then taken in ``order``; None
+    unless every batch knows its rows in the same uuid list."""
+    parts: list[IndexRows] = []
+    for batch in batches:
+        rows = batch.index_rows()
+        if rows is None or (parts and rows.uuids is not parts[0].uuids):
+            return None
+        parts.append(rows)
+    if not parts:
+        return None
+    whole = np.concatenate([p.rows for p in parts])
+    return IndexRows(parts[0].uuids, whole[np.asarray(order, dtype=np.int64)])
 
 
 def picked_candidates(fit: Fit, positions: Sequence[int] | np.ndarray,
@@ -160,4 +181,5 @@ def picked_candidates(fit: Fit, positions: Sequence[int] | np.ndarray,
     return PickedBatch(list(map(fit.index.uuids.__getitem__, rows.tolist())),
                        weights.tolist() if isinstance(weights, np.ndarray)
                        else list(map(float, weights)),
-                       [picks] * n, list(range(n)), (picks,))
+                       [picks] * n, list(range(n)), (picks,),
+                       IndexRows(fit.index.uuids, rows))

@@ -42,6 +42,7 @@ from oslo_utils import timeutils
 from scheduler_ext.nova import ranking as ranking_module
 from scheduler_ext.nova.column_ranking import FILTERS, ColumnRanking, NotOnColumns
 from scheduler_ext.nova.host_columns import HostColumns
+from scheduler_ext.sources.base import IndexRows, LazyCandidates
 from tests.unit.nova import test_vector_filtering as filtering
 from tests.unit.nova import test_vector_weighing as weighing
 from tests.unit.nova.generators import fleet_size, quiet
@@ -87,6 +88,41 @@ class Manager:
         self.aggregates_version = 0
         self.aggregate_groups = None
         self.view = view
+
+
+class Roots(LazyCandidates):
+    """Candidates known by their roots and, when given, as rows of a uuid
+    list (as the engine's are)."""
+
+    __slots__ = ("roots", "_index")
+
+    def __init__(self, roots: list[str], index: IndexRows | None = None):
+        self.roots = roots
+        self._index = index
+
+    def __len__(self) -> int:
+        return len(self.roots)
+
+    def index_rows(self) -> IndexRows | None:
+        return self._index
+
+
+def _candidates(rng: random.Random, hosts: list) -> Roots:
+    """Every host's root in a random order, one in ten twice (a move's
+    source), and two unknown; in most cases also as rows of a uuid list
+    (with other providers' uuids in it), some rows left to their roots."""
+    roots = [h.uuid for h in hosts] + [str(uuid.UUID(int=rng.getrandbits(128)))
+                                       for _ in range(2)]
+    roots += rng.sample(roots, len(roots) // 10)
+    rng.shuffle(roots)
+    if rng.random() < 0.3:
+        return Roots(roots)
+    uuids = sorted(set(roots)) + [str(uuid.UUID(int=rng.getrandbits(128)))
+                                  for _ in range(rng.randint(0, 20))]
+    rng.shuffle(uuids)
+    at = {u: i for i, u in enumerate(uuids)}
+    rows = np.array([at[r] if rng.random() < 0.95 else -1 for r in roots], dtype=np.int64)
+    return Roots(roots, IndexRows(uuids, rows))
 
 
 def _datetime_beats(rng: random.Random, hosts: list) -> None:
@@ -206,6 +242,8 @@ def run_case(seed: int, conf) -> tuple[int, bool]:
     for state in hosts:
         columns.write(state.uuid, state)
     answered = sorted(columns.cell_numbers.values())
+    if len(answered) > 1 and rng.random() < 0.3:     # a cell that did not answer
+        answered.remove(rng.choice(answered))
     spec = _spec(rng, hosts, cells)
     manager = Manager(_filters(rng), _weighers(rng), aggregates, hosts_aggregates,
                       View(columns, answered))
@@ -214,13 +252,15 @@ def run_case(seed: int, conf) -> tuple[int, bool]:
     ranking = ColumnRanking.planned(manager, spec)
     if ranking is None:
         return len(hosts), False
-    roots = [h.uuid for h in hosts]
-    rng.shuffle(roots)
+    cands = _candidates(rng, hosts)
     try:
-        ours = ranking.hosts(None, ranking.candidate_rows(None, roots, []), [], consumed)
+        ours = ranking.hosts(None, ranking.candidate_rows(None, cands, []), [], consumed)
     except NotOnColumns:
         assert any(isinstance(h.service["last_seen_up"], str) for h in hosts), seed
         return len(hosts), False
+    read = {columns.row_by_uuid[r] for r in cands.roots if r in columns.row_by_uuid
+            and columns.column("cell")[columns.row_by_uuid[r]] in answered}
+    assert sorted(ours.rows.tolist()) == sorted(read), "seed %d: hosts read" % seed
     states = _request_states(manager, columns, ours.rows.tolist(), consumed)
     try:
         novas = list(manager.get_filtered_hosts(
@@ -307,4 +347,22 @@ def test_a_host_state_that_is_not_all_numbers_is_ranked_on_objects(nova_conf):
                                force_hosts=None, force_nodes=None, requested_destination=None)
     ranking = ColumnRanking.planned(manager, spec)
     with pytest.raises(NotOnColumns):
-        ranking.hosts(None, ranking.candidate_rows(None, ["n1"], []), [], {})
+        ranking.hosts(None, ranking.candidate_rows(None, Roots(["n1"]), []), [], {})
+
+
+def test_index_rows_are_mapped_once_and_follow_the_rows_added_and_dropped():
+    columns = HostColumns()
+    for node in ("n1", "n2"):
+        columns.write(node, _state("h" + node, node))
+    uuids = ["x", "n2", "n1"]       # a list that only grows, as the engine's
+    every = np.array([2, 1, 0, -1])
+    assert columns.rows_of_index(uuids, every).tolist() == [0, 1, -1, -1]
+    uuids.append("n3")
+    columns.write("n3", _state("hn3", "n3"))
+    columns.write("x", _state("hx", "x"))       # known to the list before
+    assert columns.rows_of_index(uuids, np.array([3, 0])).tolist() == [2, 3]
+    columns.drop("n1")
+    assert columns.rows_of_index(uuids, every).tolist() == [-1, 1, 3, -1]
+    columns.write("n1", _state("hn1", "n1"))
+    assert columns.rows_of_index(uuids, every).tolist() == [0, 1, 3, -1]
+    assert columns.rows_of_index(list(uuids), every).tolist() == [0, 1, 3, -1]
