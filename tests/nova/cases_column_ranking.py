@@ -7,14 +7,12 @@ nothing ranked on host-state objects. Run by ``test_nova_functional.py``
 
 from unittest import mock
 
-from nova import context as nova_context
 from nova import objects
 from nova.scheduler import host_manager
-from nova.tests.functional import integrated_helpers
 
 from scheduler_ext.nova import column_ranking, host_columns
 from scheduler_ext.nova.ranking import NovaRanking
-from tests.nova.harness import OurCases
+from tests.nova.cases_host_state_view import FourComputeHosts
 
 
 def _row_values(columns: host_columns.HostColumns, row: int) -> tuple:
@@ -27,18 +25,11 @@ def _state_values(state) -> tuple:
         bool(state.service["disabled"]), True)
 
 
-class RankedOnColumns(OurCases, integrated_helpers.ProviderUsageBaseTestCase):
+class RankedOnColumns(FourComputeHosts):
     """The columns follow the cell, and nova's choice is made on them."""
-
-    compute_driver = "fake.MediumFakeDriver"
 
     def setUp(self):
         super().setUp()
-        for i in range(1, 5):
-            self._start_compute(host=f"host{i}")
-        self.ctx = nova_context.get_admin_context()
-        self.ours = self.scheduler_service.manager.host_manager
-        self.nova = host_manager.HostManager()
         self.flavor = self.api.get_flavors()[0]
 
     def _everyone(self) -> list[str]:

@@ -32,9 +32,9 @@ def _described(states) -> list:
                   for s in states)
 
 
-class MirroredHostStates(OurCases, integrated_helpers.ProviderUsageBaseTestCase):
-    """Our manager's HostManager gives nova's host states after every kind
-    of change to the cell's rows, reading only the changed rows."""
+class FourComputeHosts(OurCases, integrated_helpers.ProviderUsageBaseTestCase):
+    """Four compute hosts (host1 to host4), our scheduler manager's host
+    manager (``ours``) and one of nova's own (``nova``)."""
 
     compute_driver = "fake.MediumFakeDriver"
 
@@ -45,6 +45,11 @@ class MirroredHostStates(OurCases, integrated_helpers.ProviderUsageBaseTestCase)
         self.ctx = nova_context.get_admin_context()
         self.ours = self.scheduler_service.manager.host_manager
         self.nova = host_manager.HostManager()
+
+
+class MirroredHostStates(FourComputeHosts):
+    """Our manager's HostManager gives nova's host states after every kind
+    of change to the cell's rows, reading only the changed rows."""
 
     def _uuids(self, *hosts):
         return [self._get_provider_uuid_by_host(h) for h in hosts]
