@@ -217,8 +217,11 @@ def _on_aggregates(kernel: vector_filtering.Kernel) -> Callable[[Any, RequestHos
     """A filter kernel that reads only a host's aggregates, run once per
     aggregate group."""
     def mask(filter_, hosts: RequestHosts, spec) -> np.ndarray:
-        verdicts = kernel(filter_, hosts.groups.stand_ins, spec)
-        return verdicts[hosts.group_of()]
+        # only the groups of these hosts: another group's metadata may make
+        # the filter raise where nova's, on these hosts, would not
+        present, at = np.unique(hosts.group_of(), return_inverse=True)
+        stand_ins = hosts.groups.stand_ins
+        return kernel(filter_, [stand_ins[g] for g in present.tolist()], spec)[at]
     return mask
 
 
