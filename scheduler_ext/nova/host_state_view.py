@@ -232,14 +232,15 @@ class HostStateView:
         #: time refreshes the mirrors and takes its built states
         self._lock = threading.Lock()
 
-    def built_states(self, context, cells: Sequence,
-                     compute_uuids: Iterable[str]) -> dict[tuple[str, str], Any]:
+    def built_states(self, context, cells: Sequence, compute_uuids: Iterable[str],
+                     since: datetime.datetime | None = None) -> dict[tuple[str, str], Any]:
         """(host, node) -> built host state of the compute nodes
-        ``compute_uuids`` in ``cells``, after refreshing their mirrors. A
-        cell that fails to answer gives none of its hosts, as in nova.
-        The built states are the view's: hand out ``fresh_copy``s."""
+        ``compute_uuids`` in ``cells``, after refreshing their mirrors
+        (unless refreshed at or after ``since``, UTC). A cell that fails to
+        answer gives none of its hosts, as in nova. The built states are
+        the view's: hand out ``fresh_copy``s."""
         with self._lock:
-            return self._built_states(context, cells, set(compute_uuids))
+            return self._built_states(context, cells, set(compute_uuids), since)
 
     def read_cells(self, context, cells: Sequence) -> int:
         """Read ``cells`` whole and build every host state with nova's code,
@@ -311,11 +312,11 @@ class HostStateView:
             return None
         return mirror
 
-    def _built_states(self, context, cells: Sequence,
-                      wanted: set[str]) -> dict[tuple[str, str], Any]:
+    def _built_states(self, context, cells: Sequence, wanted: set[str],
+                      since: datetime.datetime | None) -> dict[tuple[str, str], Any]:
         states: dict[tuple[str, str], Any] = {}
         for cell in cells:
-            mirror = self._refreshed(context, cell, self.refresh_interval)
+            mirror = self._refreshed(context, cell, self.refresh_interval, since)
             if mirror is None:
                 continue
             for uuid in wanted.intersection(mirror.nodes):
@@ -354,10 +355,14 @@ class MirroredHostManager(host_manager.HostManager):
     #: ranked on columns (``column_ranking.AggregateGroups``)
     aggregate_groups: tuple[int, int, Any] | None = None
 
-    def get_host_states_by_uuids(self, context, compute_uuids, spec_obj):
+    def get_host_states_by_uuids(self, context, compute_uuids, spec_obj,
+                                 since: datetime.datetime | None = None):
+        """nova's, from the view; ``since`` (UTC, ours): a cell refreshed at
+        or after it (a request's early read) is not refreshed again."""
         if compute_uuids is None:
             return super().get_host_states_by_uuids(context, compute_uuids, spec_obj)
-        built = self.view.built_states(context, self.cells_for(spec_obj), compute_uuids)
+        built = self.view.built_states(context, self.cells_for(spec_obj), compute_uuids,
+                                       since)
         # in nova's order: a set filled with the (host, node) keys one at a
         # time, as nova's host manager fills it (``set(dict)`` would size
         # the set up front: another table, another order)

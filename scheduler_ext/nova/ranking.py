@@ -216,14 +216,12 @@ class NovaRanking:
         ``allocation_candidates`` when a filter reads them (``hand_over``);
         otherwise no state is touched here."""
         if not self._hosts:
-            hosts = list(self.host_manager.get_host_states_by_uuids(
-                self.context, list(where), self.spec_obj))
+            hosts = self._read_states(list(where))
             self._hosts = hosts
         else:   # a later instance of a multi-create: most were read already
             states = self.states
             missing = [r for r in where if r not in states]
-            for state in (self.host_manager.get_host_states_by_uuids(
-                    self.context, missing, self.spec_obj) if missing else ()):
+            for state in (self._read_states(missing) if missing else ()):
                 states[state.uuid] = state
                 self._hosts.append(state)
             hosts = [states[r] for r in where if r in states]
@@ -231,6 +229,16 @@ class NovaRanking:
             for state in hosts:
                 state.allocation_candidates = HostCandidates(cands, where[state.uuid])
         return hosts
+
+    def _read_states(self, uuids: list[str]) -> list:
+        """The host manager's host states of ``uuids``; a mirror's cells
+        refreshed since the call arrived (its early read) are not read
+        again."""
+        if isinstance(self.host_manager, MirroredHostManager):
+            return list(self.host_manager.get_host_states_by_uuids(
+                self.context, uuids, self.spec_obj, since=self.arrived))
+        return list(self.host_manager.get_host_states_by_uuids(
+            self.context, uuids, self.spec_obj))
 
     def _copy(self, root: str) -> Any | None:
         state = self._copies.get(root)

@@ -134,6 +134,22 @@ class MirroredHostStates(FourComputeHosts):
             self._assert_same(everyone)
         self.assertEqual({"services": [["host2"]], "nodes": []}, taken)
 
+    def test_a_cell_refreshed_since_the_request_arrived_is_not_read_again(self):
+        everyone = self._uuids("host1", "host2", "host3", "host4")
+        arrived = timeutils.utcnow()
+        self.ours.view.refresh_cells(self.ctx, self.ours.enabled_cells)    # the early read
+        reads = []
+        real = host_state_view._changed_rows
+
+        def counted(*args, **kwargs):
+            reads.append(args[1].name)
+            return real(*args, **kwargs)
+        with mock.patch.object(host_state_view, "_changed_rows", counted):
+            self.ours.get_host_states_by_uuids(self.ctx, everyone, None, since=arrived)
+            self.assertEqual([], reads)
+            self.ours.get_host_states_by_uuids(self.ctx, everyone, None)
+        self.assertEqual(["services", "compute_nodes"], reads)
+
 
 class PendingMigrationRead(test.TestCase):
     """``migrations.pending_migration`` gives the record nova's own objects
