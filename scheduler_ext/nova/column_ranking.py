@@ -282,8 +282,8 @@ FILTERS: dict[type, ColumnFilter] = {
 @dataclasses.dataclass(frozen=True)
 class ColumnWeigher:
     """One of nova's weighers on columns: whether it ``accepts`` a request,
-    and its raw weights per host; ``kernel`` holds its multiplier's option
-    and sign (``vector_weighing.KERNELS``)."""
+    and its raw weights per host (its multiplier's option and sign are its
+    ``vector_weighing.KERNELS`` entry's)."""
 
     accepts: Callable[[Any, Any], bool]
     raw: Callable[[Any, RequestHosts, Any], np.ndarray]

@@ -166,10 +166,9 @@ class NovaRanking:
         self.columns = ColumnRanking.planned(host_manager, spec_obj) \
             if on_columns and isinstance(host_manager, MirroredHostManager) else None
         self.limit: int = UNLIMITED if self.columns is not None else limit or UNLIMITED
-        #: on columns: root -> the host state handed out (``state``), and
-        #: per row the same states (a claim consumes them)
+        #: on columns: root -> the host state handed out (``state``; a
+        #: claim consumes it)
         self._copies: dict[str, Any] = {}
-        self._consumed: dict[int, Any] = {}
         #: which instance of a multi-create is being placed
         self.index = 0
         #: every HostState read in this call (``states`` maps them by uuid)
@@ -249,7 +248,6 @@ class NovaRanking:
                 return None
             state = self._copies[root] = self.host_manager.request_state(
                 self.context, columns.states[row])
-            self._consumed[row] = state
         return state
 
     def rank(self, cands: Sequence[Candidate]) -> Weights:
@@ -269,8 +267,9 @@ class NovaRanking:
         assert self.columns is not None
         cells = self.host_manager.cells_for(self.spec_obj)
         rows = self.columns.candidate_rows(self.context, cands, cells, self.arrived)
-        hosts = self.columns.hosts(self.context, rows, cells, self._consumed,
-                                   self.arrived)
+        row_by_uuid = self.host_manager.view.columns.row_by_uuid
+        consumed = {row_by_uuid[root]: state for root, state in self._copies.items()}
+        hosts = self.columns.hosts(self.context, rows, cells, consumed, self.arrived)
         passed = self.columns.filtered(hosts, self.index)
         totals = self.columns.weights(passed)
         order = _tried_first(self.columns.best_first(totals), totals.tolist())
