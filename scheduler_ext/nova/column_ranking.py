@@ -312,21 +312,14 @@ def _not_its_group(weigher, spec) -> bool:
 def _preferred_cell(weigher, hosts: RequestHosts, spec) -> np.ndarray:
     """CrossCellWeigher: 1 in the preferred cell of a cross-cell move, -1
     elsewhere; 0 for any other request."""
-    if not _cross_cell(spec):
+    if not vector_weighing.cross_cell_move(spec):
         return np.zeros(len(hosts))
     preferred = hosts.columns.cell_numbers.get(spec.requested_destination.cell.uuid, -1)
     return np.where(hosts.columns.column("cell")[hosts.rows] == preferred, 1.0, -1.0)
 
 
-def _cross_cell(spec) -> bool:
-    return bool('requested_destination' in spec and spec.requested_destination and
-                'cell' in spec.requested_destination and
-                spec.requested_destination.cell and
-                spec.requested_destination.allow_cross_cell_move)
-
-
 def _pci_kept_free(weigher, hosts: RequestHosts, spec) -> np.ndarray:
-    return pci.MAX_DEVS - np.minimum(hosts.pci_free(), pci.MAX_DEVS - 1)
+    return vector_weighing.devices_kept_free(hosts.pci_free())
 
 
 def _no_metrics(weigher, spec) -> bool:

@@ -101,14 +101,20 @@ def _group_members_on_host(weigher, hosts, spec, multipliers) -> np.ndarray:
         else counts
 
 
+def cross_cell_move(spec) -> bool:
+    """Whether ``spec`` is a cross-cell move with a preferred cell (the
+    requested destination's)."""
+    return bool('requested_destination' in spec and spec.requested_destination and
+                'cell' in spec.requested_destination and
+                spec.requested_destination.cell and
+                spec.requested_destination.allow_cross_cell_move)
+
+
 def _in_preferred_cell(weigher, hosts, spec, multipliers) -> np.ndarray:
     """For a cross-cell move: 1 in the preferred cell, -1 elsewhere; 0
     for any other request."""
     n = len(hosts)
-    if not ('requested_destination' in spec and spec.requested_destination and
-            'cell' in spec.requested_destination and
-            spec.requested_destination.cell and
-            spec.requested_destination.allow_cross_cell_move):
+    if not cross_cell_move(spec):
         return np.zeros(n)
     preferred = spec.requested_destination.cell.uuid
     return np.fromiter((1.0 if h.cell_uuid == preferred else -1.0 for h in hosts),
@@ -124,6 +130,12 @@ def _pci_devices_kept_free(weigher, hosts, spec, multipliers) -> np.ndarray:
     pools = [h.pci_stats.pools if h.pci_stats else () for h in hosts]
     free = np.fromiter(map(sum, map(map, itertools.repeat(_count), pools)),
                        dtype=float, count=len(hosts))
+    return devices_kept_free(free)
+
+
+def devices_kept_free(free: np.ndarray) -> np.ndarray:
+    """The PCI weigher's raw weight of hosts with ``free`` PCI devices:
+    ``MAX_DEVS`` less them (at most one less)."""
     return pci.MAX_DEVS - np.minimum(free, pci.MAX_DEVS - 1)
 
 
