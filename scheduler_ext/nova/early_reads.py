@@ -34,7 +34,7 @@ class EarlyReads:
 
     def __init__(self, workers: Workers, refresh: Callable[[], None],
                  find_move: Callable[[], MoveContext | None] | None,
-                 host_states: Callable[[], None] | None = None):
+                 host_states: Callable[[], bool] | None = None):
         #: None once ``refreshed`` has been asked
         self._refresh: Future | None = workers.submit(refresh)
         self._move: Future | None = workers.submit(find_move) if find_move else None
@@ -61,13 +61,17 @@ class EarlyReads:
         still counts (once: a multi-create's later instances refresh as
         usual). Raises what a refresh raised."""
         future, self._refresh = self._refresh, None
-        host_states, self._host_states = self._host_states, None
-        if host_states is not None:
-            host_states.result()
+        if self._host_states is not None:
+            self._host_states.result()
         if future is None or self.stale:
             return False
         future.result()
         return True
+
+    def host_states_answered(self) -> bool:
+        """Wait for the host states' refresh: True when it ran and every
+        cell answered. Raises what it raised."""
+        return self._host_states is not None and self._host_states.result()
 
     def move(self) -> MoveContext | None:
         """Wait for the move look-up (``request.find_move``'s answer, or

@@ -108,6 +108,9 @@ class CellMirror:
     #: compute node uuids whose host state changed (built, rebuilt, given a
     #: new service, or gone) since the view's columns last took them
     changed: set[str] = dataclasses.field(default_factory=set)
+    #: version -> how many of the service rows held have it and are not
+    #: forced down (``minimum_version``)
+    versions: collections.Counter = dataclasses.field(default_factory=collections.Counter)
 
     def refresh(self, context, interval: float = 0.0,
                 since: datetime.datetime | None = None) -> None:
@@ -144,19 +147,35 @@ class CellMirror:
         cell whole."""
         self.changed.update(self.nodes)
         for held in (self.node_rows, self.nodes, self.service_rows, self.services,
-                     self.built, self.uuids_of_host):
+                     self.built, self.uuids_of_host, self.versions):
             held.clear()
         self.read_at = None
+
+    def minimum_version(self) -> int | None:
+        """The smallest version of the cell's ``nova-compute`` services not
+        forced down, as nova's ``service_get_minimum_version`` gives it for
+        one cell (None: no such service)."""
+        return min(self.versions, default=None)
+
+    def _count_version(self, row: dict, by: int) -> None:
+        if row["forced_down"] is None or row["forced_down"] or row["version"] is None:
+            return      # SQL's min() and ``forced_down == false`` skip it
+        self.versions[row["version"]] += by
+        if not self.versions[row["version"]]:
+            del self.versions[row["version"]]
 
     def _take_services(self, context, rows: list[dict]) -> None:
         live = [r for r in rows if not r["deleted"]]
         made = obj_base.obj_make_list(context, objects.ServiceList(context),
                                       objects.Service, live)
         for row in rows:
+            previous = self.service_rows.pop(row["id"], None)
+            if previous is not None:
+                self._count_version(previous, -1)
             if not row["deleted"]:
                 self.service_rows[row["id"]] = row
+                self._count_version(row, +1)
             else:
-                self.service_rows.pop(row["id"], None)
                 held = self.services.get(row["host"])
                 if held is not None and held.id == row["id"]:
                     del self.services[row["host"]]
@@ -259,12 +278,23 @@ class HostStateView:
                 self._write_columns(mirror)
             return built
 
-    def refresh_cells(self, context, cells: Sequence) -> None:
+    def refresh_cells(self, context, cells: Sequence) -> bool:
         """Refresh ``cells``' mirrors (a request's early read: see
-        ``refreshed_columns``' ``since``)."""
+        ``refreshed_columns``' ``since``); False when one failed to answer."""
         with self._lock:
-            for cell in cells:
-                self._refreshed(context, cell, self.refresh_interval)
+            answered = [self._refreshed(context, cell, self.refresh_interval)
+                        for cell in cells]
+            return None not in answered
+
+    def minimum_compute_version(self, cells: Sequence) -> int:
+        """What nova's ``get_minimum_version_all_cells(context,
+        ['nova-compute'])`` answers over ``cells`` (each answering), from
+        their mirrors as last refreshed: the smallest per-cell minimum that
+        is not 0 or missing, or 0."""
+        with self._lock:
+            minima = [self.cells[cell.uuid].minimum_version() if cell.uuid in self.cells
+                      else None for cell in cells]
+        return min(filter(None, minima), default=0)
 
     def refreshed_columns(self, context, cells: Sequence,
                           since: datetime.datetime | None = None

@@ -4,7 +4,9 @@ driver.
 One call:
 
 1. nova's request filters run on a copy of the RequestSpec (so a request we
-   hand back to nova's own code is untouched; ``working_copy``);
+   hand back to nova's own code is untouched; ``working_copy``), the
+   minimum ``nova-compute`` version they ask for answered from the host
+   states' mirror (``compute_version``);
 2. nova's placement query for the spec becomes our query
    (``request.parse_query``);
 3. a resize or cold migration is recognised by its ``pre-migrating``
@@ -45,6 +47,7 @@ from nova.scheduler import utils as sched_utils
 from scheduler_ext import errors
 from scheduler_ext.driver import Driver
 from scheduler_ext.moves.request import ScheduleRequest
+from scheduler_ext.nova import compute_version
 from scheduler_ext.nova import request as nova_request
 from scheduler_ext.nova.early_reads import EarlyReads
 from scheduler_ext.nova.garbage import DeferredDrop
@@ -110,6 +113,8 @@ class NovaScheduler:
         self.notifier = rpc.get_notifier("scheduler")
         #: drops each call's HostStates after its answer (see ``garbage``)
         self.drop = DeferredDrop()
+        if isinstance(host_manager, MirroredHostManager):
+            compute_version.install()
 
     def select(self, context, spec_obj, instance_uuids, num_alts: int) -> list[list]:
         """Per instance: the claimed nova Selection, then up to ``num_alts``
@@ -126,7 +131,9 @@ class NovaScheduler:
         # filters' waits on nova's databases rather than contend with it
         early = self._early_reads(admin, spec_obj, list(instance_uuids))
         try:
-            request_filter.process_reqspec(context, spec)
+            with compute_version.answered_by(functools.partial(
+                    self._minimum_compute_version, early)):
+                request_filter.process_reqspec(context, spec)
         except exception.RequestFilterFailed as exc:
             raise exception.NoValidHost(reason=exc.message)
         query = nova_request.parse_query(
@@ -142,6 +149,15 @@ class NovaScheduler:
         finally:
             self.drop.later(used)
 
+    def _minimum_compute_version(self, early: EarlyReads) -> int | None:
+        """nova's minimum ``nova-compute`` version across the cells, from
+        the mirror the call's early read refreshed (None: a cell did not
+        answer it, or no mirror is kept)."""
+        if not early.host_states_answered():
+            return None
+        return self.host_manager.view.minimum_compute_version(
+            list(self.host_manager.cells.values()))
+
     def _early_reads(self, admin, spec_obj, instance_uuids: list[str]) -> EarlyReads:
         """Start the driver's refresh and, for a single instance that may be
         moving, its move look-up (on the spec as the conductor sent it:
@@ -151,9 +167,11 @@ class NovaScheduler:
             self.driver.read_consumer, self.driver.holder_root)
             if len(instance_uuids) == 1 and nova_request.may_be_move(spec_obj)
             else None)
+        # every cell, disabled ones too: nova's minimum compute version
+        # counts them (``_minimum_compute_version``)
         host_states = functools.partial(
             self.host_manager.view.refresh_cells, admin,
-            self.host_manager.cells_for(spec_obj)) \
+            list(self.host_manager.cells.values())) \
             if isinstance(self.host_manager, MirroredHostManager) else None
         return EarlyReads(self.early, self.driver.refresh, find_move, host_states)
 

@@ -6,19 +6,27 @@ Run by ``test_nova_functional.py`` (testtools, in a subprocess)."""
 
 import datetime
 import random
+
+import fixtures
 from unittest import mock
 import uuid
 
 from nova import context as nova_context
 from nova import objects
+from nova.db.main import api as main_db
 from nova.scheduler import host_manager
+from nova.scheduler import request_filter
 from nova import test
 from nova.tests.functional import integrated_helpers
 from oslo_utils import timeutils
 
-from scheduler_ext.nova import host_state_view, migrations
+from scheduler_ext.nova import compute_version, host_state_view, migrations
 from scheduler_ext.nova.request import MOVE_TYPES
 from tests.nova.harness import OurCases
+
+#: nova's function, taken as this module is imported (before any test's
+#: fixture or scheduler replaces it)
+NOVAS_MINIMUM_VERSION = objects.service.get_minimum_version_all_cells
 
 
 def _described(states) -> list:
@@ -149,6 +157,107 @@ class MirroredHostStates(FourComputeHosts):
             self.assertEqual([], reads)
             self.ours.get_host_states_by_uuids(self.ctx, everyone, None)
         self.assertEqual(["services", "compute_nodes"], reads)
+
+
+class MinimumComputeVersion(OurCases, integrated_helpers.ProviderUsageBaseTestCase):
+    """nova's request filters' minimum ``nova-compute`` version across the
+    cells (``compute_version``), answered from the host states' mirror:
+    the answer of nova's own ``get_minimum_version_all_cells``, and no cell
+    asked during a call."""
+
+    NUMBER_OF_CELLS = 2
+    compute_driver = "fake.MediumFakeDriver"
+
+    def setUp(self):
+        super().setUp()
+        # nova's own answer, not the harness' AllServicesCurrent fixture's
+        # (which ``install`` wrapped as the scheduler started)
+        self.assertEqual("nova.objects.service", NOVAS_MINIMUM_VERSION.__module__)
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova.objects.service.get_minimum_version_all_cells", NOVAS_MINIMUM_VERSION))
+        compute_version.install()
+        self._start_compute(host="host1")
+        self._start_compute(host="host2")
+        self._start_compute(host="host3", cell_name="cell2")
+        self.ctx = nova_context.get_admin_context()
+        self.ours = self.scheduler_service.manager.host_manager
+        self.cells = list(self.ours.cells.values())
+
+    def _service_rows(self):
+        """(cell mapping, service id) of each nova-compute service."""
+        out = []
+        for cell in self.cells:
+            with nova_context.target_cell(self.ctx, cell) as cctxt:
+                out += [(cell, s.id) for s in objects.ServiceList.get_by_binary(
+                    cctxt, "nova-compute")]
+        return out
+
+    def test_same_minimum_version_as_novas_after_random_changes(self):
+        rng = random.Random(7)
+        rows = self._service_rows()
+        self.assertEqual(3, len(rows))
+        seen = set()
+        for _ in range(40):
+            cell, service_id = rng.choice(rows)
+            change = rng.choice([
+                {"version": rng.choice([0, 1, 60, 72, 73, 80, None])},
+                {"forced_down": rng.random() < 0.5}])
+            with nova_context.target_cell(self.ctx, cell) as cctxt:
+                main_db.service_update(cctxt, service_id, change)
+            self.assertTrue(self.ours.view.refresh_cells(self.ctx, self.cells))
+            novas = NOVAS_MINIMUM_VERSION(self.ctx, ["nova-compute"])
+            self.assertEqual(novas, self.ours.view.minimum_compute_version(self.cells))
+            seen.add(novas)
+        self.assertGreater(len(seen), 3)        # the draws moved the answer
+        # a service deleted takes its version with it
+        cell, service_id = rows[0]
+        with nova_context.target_cell(self.ctx, cell) as cctxt:
+            main_db.service_update(cctxt, service_id, {"version": 1, "forced_down": False})
+            main_db.service_destroy(cctxt, service_id)
+        self.ours.view.refresh_cells(self.ctx, self.cells)
+        self.assertEqual(NOVAS_MINIMUM_VERSION(self.ctx, ["nova-compute"]),
+                         self.ours.view.minimum_compute_version(self.cells))
+
+    def _boot_counting_cell_reads(self):
+        """Boot a server through nova's API; (how many times nova's owner
+        filter asked a cell for its minimum service version, what the
+        filter gave). nova's API asks too, for its own checks: not counted."""
+        asked, owner, in_filter = [], [], []
+        read = objects.Service._db_service_get_minimum_version
+        owner_filter = request_filter.owner_nova_filter
+
+        def counted(*args, **kwargs):
+            if in_filter:
+                asked.append(args)
+            return read(*args, **kwargs)
+
+        def recorded(*args, **kwargs):
+            in_filter.append(True)
+            try:
+                owner.append(owner_filter(*args, **kwargs))
+            finally:
+                in_filter.pop()
+            return owner[-1]
+        with mock.patch.object(objects.Service, "_db_service_get_minimum_version",
+                               counted), \
+                mock.patch.object(request_filter, "ALL_REQUEST_FILTERS", [
+                    recorded if f is owner_filter else f
+                    for f in request_filter.ALL_REQUEST_FILTERS]):
+            server = self._create_server(networks="none")
+        self.assertEqual("ACTIVE", server["status"])
+        return len(asked), owner
+
+    def test_a_boot_asks_no_cell_for_the_minimum_version(self):
+        asked, owner = self._boot_counting_cell_reads()
+        self.assertEqual(0, asked)
+        self.assertEqual([True], owner)     # every compute is new enough
+
+    def test_a_cell_that_did_not_answer_the_refresh_is_asked_by_nova(self):
+        with mock.patch.object(host_state_view.HostStateView, "refresh_cells",
+                               return_value=False):
+            asked, owner = self._boot_counting_cell_reads()
+        self.assertGreater(asked, 0)
+        self.assertEqual([True], owner)
 
 
 class PendingMigrationRead(test.TestCase):

@@ -284,6 +284,10 @@ def test_mirrored_host_states_are_novas_after_each_change(nova_results):
     _assert_all_pass(nova_results, "MirroredHostStates", at_least=2)
 
 
+def test_novas_minimum_compute_version_is_answered_from_the_mirror(nova_results):
+    _assert_all_pass(nova_results, "MinimumComputeVersion", at_least=3)
+
+
 def test_novas_choice_is_made_on_the_host_state_columns(nova_results):
     _assert_all_pass(nova_results, "RankedOnColumns", at_least=4)
 

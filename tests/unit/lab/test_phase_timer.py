@@ -46,6 +46,38 @@ def test_nested_calls_count_to_the_outermost_phase(monkeypatch):
     assert phases["total"] == 4.5
 
 
+def test_a_carved_call_is_taken_out_of_the_phase_it_runs_in(monkeypatch):
+    """``carve``: ours waiting inside nova's code counts as ours' phase;
+    the phase around it keeps only the rest, and a call wrapped inside the
+    carved one counts to the carved phase."""
+    clock = Clock()
+    monkeypatch.setattr(e2e.time, "perf_counter", clock)
+
+    def read():
+        clock.now += 0.25
+
+    def wait():
+        clock.now += 1.0
+        owner.read()
+
+    def prep():
+        clock.now += 2.0
+        owner.wait()
+
+    owner = types.SimpleNamespace(read=read, wait=wait, prep=prep)
+    timer = e2e.PhaseTimer()
+    timer.wrap(owner, "read", "engine")
+    timer.carve(owner, "wait", "refresh")
+    timer.wrap(owner, "prep", "prep")
+    phases, _ = timer.decision(owner.prep)
+    assert phases["prep"] == 2.0
+    assert phases["refresh"] == 1.25
+    assert phases["engine"] == 0.0
+    assert phases["total"] == 3.25 and phases["other"] == 0.0
+    phases, _ = timer.decision(owner.wait)     # outside any phase
+    assert phases["refresh"] == 1.25 and phases["prep"] == 0.0
+
+
 def _collect_cycles():
     """A function that drops 20,000 reference cycles and collects them."""
     garbage = []
