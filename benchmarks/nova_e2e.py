@@ -105,8 +105,7 @@ def instrument(timer: e2e.PhaseTimer) -> None:
     timer.wrap(EarlyReads, "refreshed", "refresh")
     # ... and, inside nova's request filters, for the host states' refresh
     # that answers their minimum compute version (``compute_version``)
-    from scheduler_ext.nova.scheduler import NovaScheduler
-    timer.carve(NovaScheduler, "_minimum_compute_version", "refresh")
+    timer.carve(EarlyReads, "compute_version", "refresh")
     timer.wrap(EarlyReads, "move", "reads")
     # ... and the CPU time those reads take on the workers
     timer.wrap_background(SchedulerDriver, "refresh", "refresh")

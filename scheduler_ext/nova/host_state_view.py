@@ -39,8 +39,9 @@ import collections
 import copy
 import dataclasses
 import datetime
+import functools
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -119,6 +120,15 @@ class CellMirror:
         after ``since`` (UTC). A row stamped more than ``OVERLAP_SECONDS``
         before the last refresh started was committed before it (the
         tolerance) and taken then."""
+        started = self.due(interval, since)
+        if started is not None:
+            self.take_services(context)
+            self.take_nodes(context, started)
+
+    def due(self, interval: float = 0.0,
+            since: datetime.datetime | None = None) -> datetime.datetime | None:
+        """When a refresh is due (see ``refresh``), the time it starts (UTC);
+        else None."""
         started = timeutils.utcnow()
         if self.read_at is not None and started < self.read_at:
             # the clock went back (a step, a test's override): rows stamped
@@ -128,14 +138,22 @@ class CellMirror:
             self.forget()
         if self.read_at is not None and interval > 0 and \
                 (started - self.read_at).total_seconds() < interval:
-            return
+            return None
         if self.read_at is not None and since is not None and self.read_at >= since:
-            return
+            return None
+        return started
+
+    def take_services(self, context) -> None:
+        """A due refresh's first half: the service rows changed."""
         rows = _changed_rows(context, _SERVICES, self.read_at,
                              _SERVICES.c.binary == "nova-compute")
         changed = [r for r in rows if self.service_rows.get(r["id"]) != r]
         if changed:
             self._take_services(context, changed)
+
+    def take_nodes(self, context, started: datetime.datetime) -> None:
+        """A due refresh's second half (``started``: what ``due`` gave): the
+        compute node rows changed."""
         rows = _changed_rows(context, _COMPUTE_NODES, self.read_at)
         self.read_at = started
         changed = [r for r in rows if self.node_rows.get(r["id"]) != r]
@@ -278,13 +296,30 @@ class HostStateView:
                 self._write_columns(mirror)
             return built
 
-    def refresh_cells(self, context, cells: Sequence) -> bool:
+    def refresh_cells(self, context, cells: Sequence,
+                      services_taken: Callable[[int | None], None] | None = None) -> bool:
         """Refresh ``cells``' mirrors (a request's early read: see
-        ``refreshed_columns``' ``since``); False when one failed to answer."""
+        ``refreshed_columns``' ``since``); False when one failed to answer.
+        ``services_taken`` is given ``minimum_compute_version`` over
+        ``cells`` (None when one failed) once their service rows are taken,
+        before their compute nodes are read."""
         with self._lock:
-            answered = [self._refreshed(context, cell, self.refresh_interval)
-                        for cell in cells]
-            return None not in answered
+            answered, due = True, []
+            for cell in cells:
+                mirror = self._mirror(cell)
+                started = mirror.due(self.refresh_interval)
+                if started is None:
+                    continue
+                if not self._in_cell(context, cell, mirror.take_services):
+                    answered = False
+                    continue
+                due.append((cell, mirror, started))
+            if services_taken is not None:
+                services_taken(self._minimum_compute_version(cells) if answered else None)
+            for cell, mirror, started in due:
+                answered &= self._in_cell(context, cell, functools.partial(
+                    mirror.take_nodes, started=started))
+            return answered
 
     def minimum_compute_version(self, cells: Sequence) -> int:
         """What nova's ``get_minimum_version_all_cells(context,
@@ -292,8 +327,11 @@ class HostStateView:
         their mirrors as last refreshed: the smallest per-cell minimum that
         is not 0 or missing, or 0."""
         with self._lock:
-            minima = [self.cells[cell.uuid].minimum_version() if cell.uuid in self.cells
-                      else None for cell in cells]
+            return self._minimum_compute_version(cells)
+
+    def _minimum_compute_version(self, cells: Sequence) -> int:
+        minima = [self.cells[cell.uuid].minimum_version() if cell.uuid in self.cells
+                  else None for cell in cells]
         return min(filter(None, minima), default=0)
 
     def refreshed_columns(self, context, cells: Sequence,
@@ -330,17 +368,30 @@ class HostStateView:
         """The mirror of ``cell`` after its refresh (see ``CellMirror.refresh``),
         or None when the cell failed to answer (as nova's scatter-gather,
         which skips such a cell)."""
+        mirror = self._mirror(cell)
+        if not self._in_cell(context, cell, functools.partial(
+                mirror.refresh, interval=interval, since=since)):
+            return None
+        return mirror
+
+    def _mirror(self, cell) -> CellMirror:
         mirror = self.cells.get(cell.uuid)
         if mirror is None:
             mirror = self.cells[cell.uuid] = CellMirror(cell.uuid)
+        return mirror
+
+    @staticmethod
+    def _in_cell(context, cell, read: Callable[[Any], None]) -> bool:
+        """``read(cell's context)``; False, logged, when the cell failed to
+        answer."""
         try:
             with nova_context.target_cell(context, cell) as cctxt:
-                mirror.refresh(cctxt, interval, since)
+                read(cctxt)
         except Exception as exc:
             LOG.warning("reading the compute nodes of cell %s failed: %s",
                         cell.uuid, exc, exc_info=True)
-            return None
-        return mirror
+            return False
+        return True
 
     def _built_states(self, context, cells: Sequence, wanted: set[str],
                       since: datetime.datetime | None) -> dict[tuple[str, str], Any]:

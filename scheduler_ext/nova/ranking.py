@@ -272,7 +272,7 @@ class NovaRanking:
         hosts = self.columns.hosts(self.context, rows, cells, consumed, self.arrived)
         passed = self.columns.filtered(hosts, self.index)
         totals = self.columns.weights(passed)
-        order = _tried_first(self.columns.best_first(totals), totals.tolist())
+        order = _tried_first(self.columns.best_first(passed, totals), totals.tolist())
         return _weights_of_rows(rows, passed.rows[order], hosts.columns.size)
 
     def rank_on_objects(self, cands: Sequence[Candidate]) -> Weights:

@@ -131,8 +131,7 @@ class NovaScheduler:
         # filters' waits on nova's databases rather than contend with it
         early = self._early_reads(admin, spec_obj, list(instance_uuids))
         try:
-            with compute_version.answered_by(functools.partial(
-                    self._minimum_compute_version, early)):
+            with compute_version.answered_by(early.compute_version):
                 request_filter.process_reqspec(context, spec)
         except exception.RequestFilterFailed as exc:
             raise exception.NoValidHost(reason=exc.message)
@@ -149,15 +148,6 @@ class NovaScheduler:
         finally:
             self.drop.later(used)
 
-    def _minimum_compute_version(self, early: EarlyReads) -> int | None:
-        """nova's minimum ``nova-compute`` version across the cells, from
-        the mirror the call's early read refreshed (None: a cell did not
-        answer it, or no mirror is kept)."""
-        if not early.host_states_answered():
-            return None
-        return self.host_manager.view.minimum_compute_version(
-            list(self.host_manager.cells.values()))
-
     def _early_reads(self, admin, spec_obj, instance_uuids: list[str]) -> EarlyReads:
         """Start the driver's refresh and, for a single instance that may be
         moving, its move look-up (on the spec as the conductor sent it:
@@ -168,7 +158,7 @@ class NovaScheduler:
             if len(instance_uuids) == 1 and nova_request.may_be_move(spec_obj)
             else None)
         # every cell, disabled ones too: nova's minimum compute version
-        # counts them (``_minimum_compute_version``)
+        # counts them (``compute_version``)
         host_states = functools.partial(
             self.host_manager.view.refresh_cells, admin,
             list(self.host_manager.cells.values())) \

@@ -80,22 +80,50 @@ class EarlyReadsRules(unittest.TestCase):
             self.assertTrue(fresh.refreshed())
         self.assertFalse(lock.locked())
 
-    def test_the_host_states_refresh_runs_on_a_worker_and_is_waited_for(self):
-        started, release = threading.Event(), threading.Event()
+    def test_the_host_states_refresh_runs_on_a_worker_beside_the_driver_s(self):
+        """The driver's refresh is waited for without the host states'
+        (the ranking waits for those on the view's lock)."""
+        release = threading.Event()
         done = []
 
-        def host_states():
-            started.set()
+        def host_states(services_taken):
+            services_taken(74)
             release.wait(5)
             done.append(threading.current_thread().name)
+            return True
 
         early = EarlyReads(self.workers, self.refresh, None, host_states)
-        self.assertTrue(started.wait(5))
-        threading.Timer(0.05, release.set).start()
         self.assertTrue(early.refreshed())
-        self.assertEqual(1, len(done))      # refreshed() waited for it
-        self.assertTrue(done[0].startswith("early-test"), done)
         self.assertEqual(1, len(self.refreshes))
+        self.assertEqual([], done)
+        release.set()
+        self.workers.drain()
+        self.assertEqual(1, len(done))
+        self.assertTrue(done[0].startswith("early-test"), done)
+
+    def test_the_compute_version_waits_for_the_services_half_only(self):
+        release = threading.Event()
+
+        def host_states(services_taken):
+            services_taken(74)
+            release.wait(5)         # the compute nodes' half
+            return True
+
+        early = EarlyReads(self.workers, self.refresh, None, host_states)
+        self.assertEqual(74, early.compute_version())
+        self.assertFalse(release.is_set())
+        release.set()
+        self.assertTrue(early.refreshed())
+        self.assertIsNone(EarlyReads(self.workers, self.refresh, None).compute_version())
+
+    def test_a_refresh_that_raised_before_the_services_gives_no_compute_version(self):
+        def host_states(services_taken):
+            raise RuntimeError("nova's cell database went away")
+
+        early = EarlyReads(self.workers, self.refresh, None, host_states)
+        with self.assertLogs("scheduler_ext.nova.early_reads", "ERROR"):
+            self.assertIsNone(early.compute_version())      # nova asks the cells
+        self.assertTrue(early.refreshed())      # the driver's refresh counts
 
     def test_errors_reach_the_caller(self):
         def down():

@@ -19,6 +19,7 @@ from nova.scheduler import request_filter
 from nova import test
 from nova.tests.functional import integrated_helpers
 from oslo_utils import timeutils
+from oslo_utils.fixture import uuidsentinel as uuids
 
 from scheduler_ext.nova import compute_version, host_state_view, migrations
 from scheduler_ext.nova.request import MOVE_TYPES
@@ -253,8 +254,14 @@ class MinimumComputeVersion(OurCases, integrated_helpers.ProviderUsageBaseTestCa
         self.assertEqual([True], owner)     # every compute is new enough
 
     def test_a_cell_that_did_not_answer_the_refresh_is_asked_by_nova(self):
-        with mock.patch.object(host_state_view.HostStateView, "refresh_cells",
-                               return_value=False):
+        take = host_state_view.CellMirror.take_services
+        cell2 = self.ours.cells[uuids.cell2]
+
+        def cell2_down(mirror, context):
+            if mirror.cell_uuid == cell2.uuid:
+                raise RuntimeError("cell2's database went away")
+            return take(mirror, context)
+        with mock.patch.object(host_state_view.CellMirror, "take_services", cell2_down):
             asked, owner = self._boot_counting_cell_reads()
         self.assertGreater(asked, 0)
         self.assertEqual([True], owner)

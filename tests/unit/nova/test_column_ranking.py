@@ -258,24 +258,31 @@ def run_case(seed: int, conf) -> tuple[int, bool]:
     except NotOnColumns:
         assert any(isinstance(h.service["last_seen_up"], str) for h in hosts), seed
         return len(hosts), False
-    read = {columns.row_by_uuid[r] for r in cands.roots if r in columns.row_by_uuid
-            and columns.column("cell")[columns.row_by_uuid[r]] in answered}
-    assert sorted(ours.rows.tolist()) == sorted(read), "seed %d: hosts read" % seed
+    read = [columns.row_by_uuid[r] for r in cands.roots if r in columns.row_by_uuid
+            and columns.column("cell")[columns.row_by_uuid[r]] in answered]
+    assert sorted(ours.rows.tolist()) == sorted(set(read)), "seed %d: hosts read" % seed
+    # nova's order: its host manager's set, filled one (host, node) at a time
+    seen = set()
+    for r in read:
+        seen.add(columns.keys[r])
+    in_nova = [columns.row_by_key[key] for key in seen]
+    assert ours.rows[ours.in_nova_order()].tolist() == in_nova, "seed %d: order" % seed
     states = _request_states(manager, columns, ours.rows.tolist(), consumed)
     try:
         novas = list(manager.get_filtered_hosts(
-            [states[r] for r in ours.rows.tolist()], spec, index) or [])
+            [states[r] for r in in_nova], spec, index) or [])
     except Exception as exc:
         with pytest.raises(NotOnColumns):
             ranking.filtered(ours, index)
         return len(hosts), False
     passed = ranking.filtered(ours, index)
     kept = [states[r] for r in passed.rows.tolist()]
-    assert list(map(id, kept)) == list(map(id, novas)), "seed %d: filters" % seed
+    assert [id(kept[k]) for k in passed.in_nova_order()] == list(map(id, novas)), \
+        "seed %d: filters" % seed
     weighed = host_weights.HostWeightHandler().get_weighed_objects(
         manager.weighers, novas, spec)
     totals = ranking.weights(passed)
-    order = ranking.best_first(totals)
+    order = ranking.best_first(passed, totals)
     assert [id(kept[k]) for k in order] == [id(w.obj) for w in weighed], \
         "seed %d: order" % seed
     for k, w in zip(order, weighed):
