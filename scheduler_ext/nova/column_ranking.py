@@ -62,8 +62,8 @@ class NovaOrder:
     """nova's order of the hosts a request read: the iteration order of a
     set filled with their (host, node) keys one at a time, as nova's host
     manager fills it. The set is made when a place is first asked for (one
-    insertion per host read: about 0.2 µs a host); a host's place is found
-    by its key's ``id()``, for the columns' own key tuples fill the set."""
+    insertion per host read); a host's place is found by its key's
+    ``id()``, for the columns' own key tuples fill the set."""
 
     def __init__(self, columns: HostColumns, read: np.ndarray):
         self.columns = columns
