@@ -300,9 +300,10 @@ class HostStateView:
                       services_taken: Callable[[int | None], None] | None = None) -> bool:
         """Refresh ``cells``' mirrors (a request's early read: see
         ``refreshed_columns``' ``since``); False when one failed to answer.
-        ``services_taken`` is given ``minimum_compute_version`` over
-        ``cells`` (None when one failed) once their service rows are taken,
-        before their compute nodes are read."""
+        ``services_taken`` is given nova's minimum ``nova-compute`` version
+        over ``cells`` (``_minimum_compute_version``; None when one failed)
+        once their service rows are taken, before their compute nodes are
+        read."""
         with self._lock:
             answered, due = True, []
             for cell in cells:
@@ -321,15 +322,11 @@ class HostStateView:
                     mirror.take_nodes, started=started))
             return answered
 
-    def minimum_compute_version(self, cells: Sequence) -> int:
+    def _minimum_compute_version(self, cells: Sequence) -> int:
         """What nova's ``get_minimum_version_all_cells(context,
         ['nova-compute'])`` answers over ``cells`` (each answering), from
         their mirrors as last refreshed: the smallest per-cell minimum that
         is not 0 or missing, or 0."""
-        with self._lock:
-            return self._minimum_compute_version(cells)
-
-    def _minimum_compute_version(self, cells: Sequence) -> int:
         minima = [self.cells[cell.uuid].minimum_version() if cell.uuid in self.cells
                   else None for cell in cells]
         return min(filter(None, minima), default=0)
