@@ -123,15 +123,18 @@ def top_k(weights: np.ndarray, hi: np.ndarray, lo: np.ndarray, k: int,
         pick = np.concatenate([better, ties])
     else:
         pick = np.arange(n)
-    return pick[_best_first(weights[pick], hi, lo, key(pick))]
+    keys = key(pick)
+    # equal weights by the uuid key (hi, lo), smallest first
+    return pick[best_first(weights[pick], lambda sub: (lo[keys[sub]], hi[keys[sub]]))]
 
 
-def _best_first(weights: np.ndarray, hi: np.ndarray, lo: np.ndarray,
-                keys: np.ndarray) -> np.ndarray:
-    """Positions of ``weights`` by weight descending, then the uuid key
-    (``hi[keys[p]]``, ``lo[keys[p]]``) ascending. Sorted by weight alone,
-    then only the runs of equal weights by their keys (a sort on three
-    keys costs about 2.5 times one)."""
+def best_first(weights: np.ndarray,
+               tie_keys: Callable[[np.ndarray], tuple[np.ndarray, ...]]) -> np.ndarray:
+    """Positions of ``weights`` by weight descending; each run of equal
+    weights keeps its places, ordered within by ``tie_keys(positions)`` (the
+    positions of every tied weight; ``np.lexsort`` keys, the last one first).
+    Sorted by weight alone, then only the tied runs (a sort on three keys
+    costs about 2.5 times one)."""
     order = np.argsort(-weights, kind="stable")
     ordered = weights[order]
     same = ordered[1:] == ordered[:-1]
@@ -140,9 +143,8 @@ def _best_first(weights: np.ndarray, hi: np.ndarray, lo: np.ndarray,
     tied = np.zeros(len(order), dtype=bool)
     tied[1:] |= same
     tied[:-1] |= same
-    # the tied runs keep their places: within each, by key
     sub = order[tied]
-    order[tied] = sub[np.lexsort((lo[keys[sub]], hi[keys[sub]], -weights[sub]))]
+    order[tied] = sub[np.lexsort((*tie_keys(sub), -weights[sub]))]
     return order
 
 

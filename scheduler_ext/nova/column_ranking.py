@@ -47,6 +47,7 @@ from nova.scheduler.weights import (affinity, compute, cpu, cross_cell, disk,
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
+from scheduler_ext.engine import weigh
 from scheduler_ext.nova import vector_filtering, vector_weighing
 from scheduler_ext.nova.host_columns import HostColumns, microseconds, number_of
 from scheduler_ext.sources.base import Candidate, LazyCandidates, roots_of
@@ -435,7 +436,8 @@ class ColumnRanking:
               arrived: datetime.datetime | None = None) -> RequestHosts:
         """The hosts of ``rows`` (a candidate's row, -1 for none: see
         ``candidate_rows``) nova's host manager would read for this request
-        (in one of ``cells``), each once, in nova's order."""
+        (in one of ``cells``), each once, in row order (their
+        ``nova_order`` made from ``rows``)."""
         columns = self.columns(context, cells, arrived)
         rows = rows[rows >= 0]
         if len(rows) and columns.column("irregular")[rows].any():
@@ -532,15 +534,5 @@ class ColumnRanking:
             weights = totals[in_nova].tolist()
             return in_nova[sorted(range(len(weights)), key=weights.__getitem__,
                                   reverse=True)].tolist()
-        order = np.argsort(-totals, kind="stable")
-        ordered = totals[order]
-        same = ordered[1:] == ordered[:-1]
-        if same.any():
-            # each run of equal weights, in its place, in nova's order
-            tied = np.zeros(len(order), dtype=bool)
-            tied[1:] |= same
-            tied[:-1] |= same
-            sub = order[tied]
-            places = hosts.nova_order.places(hosts.rows[sub])
-            order[tied] = sub[np.lexsort((places, -totals[sub]))]
-        return order.tolist()
+        return weigh.best_first(
+            totals, lambda tied: (hosts.nova_order.places(hosts.rows[tied]),)).tolist()
