@@ -20,7 +20,7 @@ nova's code on those host states: ``tests/unit/nova/
 test_column_ranking.py`` checks them against nova's own filter handler and
 weighers. nova's host order (the iteration order of a set of (host, node)
 keys, ``NovaOrder``) decides only between equal weights: it is made only
-when the weighed hosts tie.
+when hosts tie where the order is read (``head_first``, ``place``).
 """
 
 from __future__ import annotations
@@ -62,13 +62,16 @@ PER_REQUEST = frozenset({"aggregates", "instances", "limits", "allocation_candid
 class NovaOrder:
     """nova's order of the hosts a request read: the iteration order of a
     set filled with their (host, node) keys one at a time, as nova's host
-    manager fills it. The set is made when a place is first asked for (one
-    insertion per host read); a host's place is found by its key's
-    ``id()``, for the columns' own key tuples fill the set."""
+    manager fills it from the compute nodes its cell databases return (in
+    an order SQL leaves open). Here the keys are added in the columns' row
+    order: the order the view first read the nodes from those databases.
+    The set is made when a place is first asked for; a host's place is
+    found by its key's ``id()``, for the columns' own key tuples fill the
+    set."""
 
     def __init__(self, columns: HostColumns, read: np.ndarray):
         self.columns = columns
-        #: the rows read, in the order their keys are added (repeats allowed)
+        #: the rows read, in the order their keys are added
         self.read = read
         #: the keys' ids in nova's order, and the positions that sort them
         self._ids: np.ndarray | None = None
@@ -436,16 +439,16 @@ class ColumnRanking:
               arrived: datetime.datetime | None = None) -> RequestHosts:
         """The hosts of ``rows`` (a candidate's row, -1 for none: see
         ``candidate_rows``) nova's host manager would read for this request
-        (in one of ``cells``), each once, in row order (their
-        ``nova_order`` made from ``rows``)."""
+        (in one of ``cells``), each once, in row order."""
         columns = self.columns(context, cells, arrived)
         rows = rows[rows >= 0]
         if len(rows) and columns.column("irregular")[rows].any():
             raise NotOnColumns("a host state holds a value that is not a number")
         read = np.zeros(columns.size, dtype=bool)
         read[rows] = True
-        return RequestHosts(columns, np.flatnonzero(read), self._aggregate_groups(columns),
-                            consumed, NovaOrder(columns, rows))
+        rows = np.flatnonzero(read)
+        return RequestHosts(columns, rows, self._aggregate_groups(columns), consumed,
+                            NovaOrder(columns, rows))
 
     def candidate_rows(self, context, cands: Sequence[Candidate], cells: Sequence,
                        arrived: datetime.datetime | None = None) -> np.ndarray:
@@ -536,3 +539,23 @@ class ColumnRanking:
                                   reverse=True)].tolist()
         return weigh.best_first(
             totals, lambda tied: (hosts.nova_order.places(hosts.rows[tied]),)).tolist()
+
+    def head_first(self, hosts: RequestHosts, totals: np.ndarray, count: int) -> np.ndarray:
+        """``best_first``'s first hosts: those weighing at least its
+        ``count``-th (1 <= count <= len, no NaN weight), in its order. nova's
+        order is read only if they tie."""
+        kth = weigh.kth_largest(totals, count)
+        head = np.flatnonzero(totals >= kth)
+        return head[weigh.best_first(
+            totals[head], lambda tied: (hosts.nova_order.places(hosts.rows[head[tied]]),))]
+
+    def place(self, hosts: RequestHosts, totals: np.ndarray, at: int) -> int:
+        """Host ``at``'s place in ``best_first`` (no NaN weight), without
+        ordering the others: nova's order is read only if it ties."""
+        weight = totals[at]
+        above = int(np.count_nonzero(totals > weight))
+        tied = np.flatnonzero(totals == weight)
+        if len(tied) == 1:
+            return above
+        places = hosts.nova_order.places(hosts.rows[tied])
+        return above + int(np.count_nonzero(places < places[np.searchsorted(tied, at)]))

@@ -40,6 +40,11 @@ _uuid_of = operator.attrgetter("uuid")
 #: groups, a host targeted without its node).
 UNLIMITED = 10 ** 9
 
+#: On columns, how many best hosts are placed in nova's order before a
+#: call reads them (at least ``host_subset_size``): a decision reads its
+#: claim attempts and alternates; reading further places every host.
+HEAD_HOSTS = 64
+
 
 class AllocationRequest(dict):
     """One candidate's allocation request as nova's filters read it: a
@@ -272,8 +277,12 @@ class NovaRanking:
         hosts = self.columns.hosts(self.context, rows, cells, consumed, self.arrived)
         passed = self.columns.filtered(hosts, self.index)
         totals = self.columns.weights(passed)
-        order = _tried_first(self.columns.best_first(passed, totals), totals.tolist())
-        return _weights_of_rows(rows, passed.rows[order], hosts.columns.size)
+        head = max(HEAD_HOSTS, CONF.filter_scheduler.host_subset_size)
+        if len(passed) <= 2 * head or np.isnan(totals).any():
+            order = _tried_first(self.columns.best_first(passed, totals), totals.tolist())
+            return _weights_of_rows(rows, passed.rows[order], hosts.columns.size)
+        first = _tried_first(self.columns.head_first(passed, totals, head).tolist(), totals)
+        return ColumnWeights(NovaPlaces(self.columns, passed, totals, first), rows)
 
     def rank_on_objects(self, cands: Sequence[Candidate]) -> Weights:
         """Per candidate: its weight in nova's order (higher is better), or
@@ -298,9 +307,7 @@ class NovaRanking:
                 out[i] = weight
                 kept(i)
             weight -= 1.0
-        weights = Weights(out)
-        weights.best_first = best_first
-        return weights
+        return Weights(out, best_first)
 
     def _nova_order(self, hosts: list) -> list:
         """The hosts nova's filters keep, in the order nova would try them
@@ -317,6 +324,109 @@ class NovaRanking:
         return [weighed[k].obj for k in order]
 
 
+class NovaPlaces:
+    """The hosts a column ranking kept, by place in the order nova tries
+    them: ``first`` (positions in ``hosts``: the hosts weighing at least
+    the ``HEAD_HOSTS``-th, in the order ``_tried_first`` gave) then the
+    others by weight, ties in nova's order. A place past ``first`` is
+    found when asked for; the whole order is made only when read past
+    ``first``."""
+
+    def __init__(self, ranking: ColumnRanking, hosts, totals: np.ndarray, first: list[int]):
+        self.ranking = ranking
+        self.hosts = hosts
+        self.totals = totals
+        self.first = first
+        size = hosts.columns.size
+        #: per row (-1: the last, none), its position in ``hosts`` or -1
+        self.position_of_row = np.full(size + 1, -1)
+        self.position_of_row[hosts.rows] = np.arange(len(hosts))
+        #: per row, its place, or -1 (not kept, or not placed yet)
+        self.place_of_row = np.full(size + 1, -1)
+        self.place_of_row[hosts.rows[first]] = np.arange(len(first))
+        self.whole = False
+
+    def __len__(self) -> int:
+        return len(self.hosts)
+
+    def place(self, row: int) -> int | None:
+        """The place of the host of ``row``, None when it is not kept."""
+        place = int(self.place_of_row[row])
+        if place >= 0 or self.whole:
+            return place if place >= 0 else None
+        at = int(self.position_of_row[row])
+        return None if at < 0 else self.ranking.place(self.hosts, self.totals, at)
+
+    def make_whole(self) -> None:
+        """Place every host (``first`` as it is, the others after it)."""
+        if self.whole:
+            return
+        order = np.asarray(self.ranking.best_first(self.hosts, self.totals))
+        order[:len(self.first)] = self.first
+        self.place_of_row[self.hosts.rows[order]] = np.arange(len(order))
+        self.whole = True
+
+
+class ColumnWeights(Weights):
+    """``rank_on_columns``' weights: per candidate (its host's row in
+    ``rows``, -1 for none), the weight of its host's place in ``places``
+    (the n hosts kept weigh n down to 1), or None. ``best_first`` is
+    read from the first hosts' places until a position past them is
+    asked for."""
+
+    def __init__(self, places: NovaPlaces, rows: np.ndarray):
+        self.places = places
+        self.rows = rows
+        self._order: np.ndarray | None = None
+        at = places.place_of_row[rows]
+        first = np.flatnonzero(at >= 0)
+        #: the candidates of the first hosts, by place then position
+        self._first = first[np.argsort(at[first], kind="stable")].tolist()
+        self._kept = int(np.count_nonzero(places.position_of_row[rows] >= 0))
+        self._best_first = _PlacedOrder(self)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(len(self))[i]]
+        place = self.places.place(int(self.rows[i]))
+        return None if place is None else float(len(self.places) - place)
+
+    def first(self, n: int) -> Weights:
+        return ColumnWeights(self.places, self.rows[:n])
+
+    def order(self) -> np.ndarray:
+        """Every kept candidate, best first (the whole order made)."""
+        if self._order is None:
+            self.places.make_whole()
+            at = self.places.place_of_row[self.rows]
+            kept = np.flatnonzero(at >= 0)
+            # a stable sort keeps a host's candidates in position order
+            self._order = kept[np.argsort(at[kept], kind="stable")]
+        return self._order
+
+
+class _PlacedOrder(Sequence):
+    """``ColumnWeights.best_first``: its first hosts' candidates as
+    placed, the rest once read."""
+
+    def __init__(self, weights: ColumnWeights):
+        self.weights = weights
+
+    def __len__(self) -> int:
+        return self.weights._kept
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[j] for j in range(len(self))[k]]
+        first = self.weights._first
+        if 0 <= k < len(first):
+            return first[k]
+        return int(self.weights.order()[k])
+
+
 def _weights_of_rows(rows: np.ndarray, best_first: np.ndarray, size: int) -> Weights:
     """Per candidate (its host's row in ``rows``, -1 for none), its host's
     weight (the hosts ``best_first``, rows out of ``size``, weigh n down
@@ -328,13 +438,11 @@ def _weights_of_rows(rows: np.ndarray, best_first: np.ndarray, size: int) -> Wei
     kept = np.flatnonzero(places >= 0)
     out = (len(best_first) - places).astype(float).astype(object)
     out[places < 0] = None
-    weights = Weights(out.tolist())
     # a stable sort keeps a host's candidates in position order
-    weights.best_first = kept[np.argsort(places[kept], kind="stable")].tolist()
-    return weights
+    return Weights(out.tolist(), kept[np.argsort(places[kept], kind="stable")].tolist())
 
 
-def _tried_first(best_first: list[int], weights: list[float]) -> list[int]:
+def _tried_first(best_first: list[int], weights: Sequence[float] | np.ndarray) -> list[int]:
     """``best_first`` (indexes into ``weights``, by weight, highest first)
     in the order nova tries them: the hosts of the best weight shuffled
     when ``shuffle_best_same_weighed_hosts``, then one of the first

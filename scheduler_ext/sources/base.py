@@ -145,20 +145,36 @@ class Ranking(Protocol):
     #: How many candidates to ask the source for before ranking.
     limit: int
 
-    def rank(self, cands: Sequence[Candidate]) -> list[float | None]:
+    def rank(self, cands: Sequence[Candidate]) -> Sequence[float | None]:
         """Per candidate, in order: its weight (higher is better), or None
         when the ranking drops it (a ``Weights`` when the ranking knows its
         order already)."""
 
 
-class Weights(list):
-    """A ranking's weights per candidate that also carry ``best_first``:
-    the positions of the candidates kept, by weight (higher first), equal
-    weights in position order; ``RankedCandidates`` then need not sort
-    them."""
+class Weights(Sequence[float | None]):
+    """A ranking's weights per candidate (None: dropped) that also carry
+    ``best_first``: the positions of the candidates kept, by weight
+    (higher first), equal weights in position order; ``RankedCandidates``
+    then need not sort them. A subclass may make both when read."""
 
-    __slots__ = ("best_first",)
-    best_first: list[int]
+    def __init__(self, values: Sequence[float | None], best_first: Sequence[int]):
+        self._values = values
+        self._best_first = best_first
+
+    @property
+    def best_first(self) -> Sequence[int]:
+        return self._best_first
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __getitem__(self, i):
+        return self._values[i]
+
+    def first(self, n: int) -> "Weights":
+        """The weights of candidates ``0 .. n-1`` alone (``best_first``
+        without the others)."""
+        return Weights(self._values[:n], [k for k in self.best_first if k < n])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -303,11 +319,8 @@ class RankedSource:
         tail = iter(weights[n:])
         same, held = (None if c is None else _reweighed(c, next(tail))
                       for c in extra)
-        head = weights[:n]
-        if isinstance(weights, Weights):   # the ranking's order, without the tail's
-            best_first = weights.best_first
-            head = Weights(head)
-            head.best_first = list(itertools.compress(best_first, map(n.__gt__, best_first)))
+        # the ranking's order, without the tail's
+        head = weights.first(n) if isinstance(weights, Weights) else weights[:n]
         return MoveCandidates(same, RankedCandidates(others, head), held,
                               view.beside_old)
 
@@ -345,31 +358,55 @@ class Extended(LazyCandidates):
 class Inserted(LazyCandidates):
     """``best_first`` with ``cand`` placed by its weight: ahead of the
     candidates of equal weight when ``ahead``, after them otherwise, or at
-    the very front when ``front`` (no candidate of ``best_first`` is built
-    to place it beyond the few a binary search reads)."""
+    the very front when ``front``. Its place is searched as items are
+    read, among the candidates up to the one read: reading the first few
+    reads no weight further down ``best_first`` (whose far end a ranking
+    may make only when read)."""
 
-    __slots__ = ("_base", "_cand", "_at")
+    __slots__ = ("_base", "_cand", "_ahead", "_lo", "_hi", "_found")
 
     def __init__(self, best_first: Sequence[Candidate], cand: Candidate, *,
                  ahead: bool = False, front: bool = False):
-        lazy = best_first if isinstance(best_first, LazyCandidates) else None
-        lo, hi = 0, 0 if front else len(best_first)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            w = best_first[mid].weight if lazy is None else lazy.weight_at(mid)
-            if w > cand.weight or (w == cand.weight and not ahead):
-                lo = mid + 1
-            else:
-                hi = mid
-        self._base, self._cand, self._at = best_first, cand, lo
+        self._base, self._cand, self._ahead = best_first, cand, ahead
+        #: ``cand`` goes after ``best_first[:_lo]`` and before ``[_hi:]``
+        self._lo, self._hi = 0, 0 if front else len(best_first)
+        self._found = front or not len(best_first)
+
+    def _goes_after(self, k: int) -> bool:
+        base = self._base
+        w = base.weight_at(k) if isinstance(base, LazyCandidates) else base[k].weight
+        return w > self._cand.weight or (w == self._cand.weight and not self._ahead)
+
+    def _at(self, k: int) -> int | None:
+        """``cand``'s place when it is at most ``k``, else None (reads
+        weights up to ``k`` only)."""
+        if not self._found:
+            if self._lo <= k < self._hi:
+                if self._goes_after(k):
+                    self._lo = k + 1
+                    return None
+                self._hi = k
+            elif k < self._lo:
+                return None
+            lo, hi = self._lo, self._hi
+            while lo < hi:      # the first place ``cand`` does not go after
+                mid = (lo + hi) // 2
+                if self._goes_after(mid):
+                    lo = mid + 1
+                else:
+                    hi = mid
+            self._lo = self._hi = lo
+            self._found = True
+        return self._lo if self._lo <= k else None
 
     def __len__(self) -> int:
         return len(self._base) + 1
 
     def _item(self, k: int) -> Candidate:
-        if k < self._at:
+        at = self._at(k)
+        if at is None:
             return self._base[k]
-        return self._cand if k == self._at else self._base[k - 1]
+        return self._cand if k == at else self._base[k - 1]
 
 
 if TYPE_CHECKING:       # mypy checks the class against the declared contract

@@ -10,7 +10,7 @@ from unittest import mock
 from nova import objects
 from nova.scheduler import host_manager
 
-from scheduler_ext.nova import column_ranking, host_columns
+from scheduler_ext.nova import column_ranking, host_columns, ranking
 from scheduler_ext.nova.ranking import NovaRanking
 from tests.nova.cases_host_state_view import FourComputeHosts
 
@@ -93,6 +93,17 @@ class RankedOnColumns(FourComputeHosts):
         for _ in range(6):
             host = self._boot_where_nova_would(flavor_id)
             self.computes[host].manager.update_available_resource(self.ctx)
+
+    def test_boots_land_where_novas_code_ranks_first_placing_one_host_at_first(self):
+        """The order made for the best host only, the others placed when
+        read (``ColumnWeights``), as on a large fleet."""
+        with mock.patch.object(ranking, "HEAD_HOSTS", 1), \
+                mock.patch.object(ranking, "ColumnWeights",
+                                  wraps=ranking.ColumnWeights) as placed_when_read:
+            for _ in range(4):
+                host = self._boot_where_nova_would(self.flavor["id"])
+                self.computes[host].manager.update_available_resource(self.ctx)
+        self.assertGreaterEqual(placed_when_read.call_count, 4)
 
     def test_a_disabled_host_is_filtered_and_an_aggregate_multiplier_packs(self):
         service = self.admin_api.get_services(host="host1", binary="nova-compute")[0]

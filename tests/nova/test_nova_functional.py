@@ -289,7 +289,7 @@ def test_novas_minimum_compute_version_is_answered_from_the_mirror(nova_results)
 
 
 def test_novas_choice_is_made_on_the_host_state_columns(nova_results):
-    _assert_all_pass(nova_results, "RankedOnColumns", at_least=4)
+    _assert_all_pass(nova_results, "RankedOnColumns", at_least=5)
 
 
 def test_pending_migration_is_the_one_nova_objects_give(nova_results):

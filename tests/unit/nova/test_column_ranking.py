@@ -254,16 +254,18 @@ def run_case(seed: int, conf) -> tuple[int, bool]:
         return len(hosts), False
     cands = _candidates(rng, hosts)
     try:
-        ours = ranking.hosts(None, ranking.candidate_rows(None, cands, []), [], consumed)
+        rows = ranking.candidate_rows(None, cands, [])
+        ours = ranking.hosts(None, rows, [], consumed)
     except NotOnColumns:
         assert any(isinstance(h.service["last_seen_up"], str) for h in hosts), seed
         return len(hosts), False
     read = [columns.row_by_uuid[r] for r in cands.roots if r in columns.row_by_uuid
             and columns.column("cell")[columns.row_by_uuid[r]] in answered]
     assert sorted(ours.rows.tolist()) == sorted(set(read)), "seed %d: hosts read" % seed
-    # nova's order: its host manager's set, filled one (host, node) at a time
+    # nova's order: its host manager's set, filled one (host, node) at a
+    # time, here in the order the columns read the nodes
     seen = set()
-    for r in read:
+    for r in sorted(set(read)):
         seen.add(columns.keys[r])
     in_nova = [columns.row_by_key[key] for key in seen]
     assert ours.rows[ours.in_nova_order()].tolist() == in_nova, "seed %d: order" % seed
@@ -289,7 +291,33 @@ def run_case(seed: int, conf) -> tuple[int, bool]:
         a, b = float(totals[k]), w.weight
         assert a == b or (np.isnan(a) and np.isnan(b)) or abs(a - b) <= TOLERANCE, \
             "seed %d: weight %r != %r" % (seed, a, b)
+    if len(passed) and not np.isnan(totals).any():
+        _check_placed_when_read(rng, seed, ranking, passed, totals, rows, order)
     return len(hosts), True
+
+
+def _check_placed_when_read(rng, seed, ranking, passed, totals, rows, order):
+    """The weights that place the first hosts and the rest when read
+    (``ColumnWeights``) read as the whole order's (``_weights_of_rows``),
+    whatever is read first, and so do the first ``n`` candidates'."""
+    whole = ranking_module._weights_of_rows(rows, passed.rows[order], passed.columns.size)
+    count = rng.randint(1, len(passed))
+    first = ranking.head_first(passed, totals, count).tolist()
+    assert first == order[:len(first)] and len(first) >= count, "seed %d: head" % seed
+    n = rng.randint(0, len(rows))
+    for got, want in ((ranking_module.ColumnWeights(
+            ranking_module.NovaPlaces(ranking, passed, totals, first), rows), whole),
+            (ranking_module.ColumnWeights(ranking_module.NovaPlaces(
+                ranking, passed, totals, first), rows).first(n), whole.first(n))):
+        assert len(got.best_first) == len(want.best_first), "seed %d: kept" % seed
+        reads = [("weight", i) for i in range(len(want))] + \
+            [("order", k) for k in range(len(want.best_first))]
+        rng.shuffle(reads)
+        for what, i in reads:
+            if what == "weight":
+                assert got[i] == want[i], "seed %d: weight of %d" % (seed, i)
+            else:
+                assert got.best_first[i] == want.best_first[i], "seed %d: place %d" % (seed, i)
 
 
 def test_column_ranking_is_novas_filtering_and_weighing(

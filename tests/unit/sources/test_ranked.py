@@ -52,9 +52,8 @@ def test_an_order_given_with_the_weights_reads_as_the_sort():
     rng = random.Random(3)
     for n in (0, 1, 7, 50):
         weights = [rng.choice([None, 1.0, 2.0, 5.0]) for _ in range(n)]
-        given = Weights(weights)
-        given.best_first = sorted((i for i in range(n) if weights[i] is not None),
-                                  key=lambda i: (-weights[i], i))
+        given = Weights(weights, sorted((i for i in range(n) if weights[i] is not None),
+                                        key=lambda i: (-weights[i], i)))
         cands = _cands(n)
         fast = RankedCandidates(cands, given)
         assert fast._order is given.best_first     # not sorted again
@@ -81,10 +80,9 @@ class _Ordered(_Ranking):
     """``_Ranking`` that also gives its order (``Weights.best_first``)."""
 
     def rank(self, cands):
-        out = Weights(self.weights)
-        out.best_first = sorted((i for i, w in enumerate(self.weights) if w is not None),
-                                key=lambda i: (-self.weights[i], i))
-        return out
+        return Weights(self.weights, sorted(
+            (i for i, w in enumerate(self.weights) if w is not None),
+            key=lambda i: (-self.weights[i], i)))
 
 
 def test_a_move_ranked_with_a_given_order_reads_as_sorted():
@@ -129,3 +127,37 @@ def test_inserted_is_where_a_stable_sort_puts_it():
             assert [c.root for c in got] == ["new"] + [c.root for c in base]
             assert len(got) == n + 1 and got[-1].root == (base[-1].root if n else "new")
             assert [c.root for c in got[1:3]] == [c.root for c in ([new] + base)[1:3]]
+
+
+class _ReadWeights(RankedCandidates):
+    """Candidates that record which weights are read."""
+
+    def __init__(self, cands, weights):
+        super().__init__(cands, weights)
+        self.read: list[int] = []
+
+    def weight_at(self, k):
+        self.read.append(k)
+        return super().weight_at(k)
+
+
+def test_inserted_reads_no_weight_past_the_candidate_read():
+    """Reading ``Inserted``'s first items reads the weights up to them
+    only (a ranking may make its far end when read), and its place is
+    still the full search's."""
+    import random
+
+    rng = random.Random(11)
+    for _ in range(200):
+        n = rng.randint(1, 300)
+        weights = sorted((float(rng.randint(0, 20)) for _ in range(n)), reverse=True)
+        new = Candidate("new", {}, float(rng.randint(-1, 21)))
+        ahead = rng.random() < 0.5
+        want = [c.root for c in Inserted(list(RankedCandidates(_cands(n), weights)), new,
+                                         ahead=ahead)]
+        base = _ReadWeights(_cands(n), weights)
+        got = Inserted(base, new, ahead=ahead)
+        upto = rng.randint(0, n)
+        assert [got[k].root for k in range(upto + 1)] == want[:upto + 1]
+        assert max(base.read, default=0) <= upto
+        assert [c.root for c in got] == want
