@@ -333,12 +333,17 @@ class Extended(LazyCandidates):
     """``head`` then ``tail`` as one sequence, with the ``roots`` of both
     (``roots_of``: nothing is made when ``head`` is lazy)."""
 
-    __slots__ = ("_head", "_tail", "roots")
-    roots: list[str]
+    __slots__ = ("_head", "_tail", "_roots")
 
     def __init__(self, head: Sequence[Candidate], tail: Sequence[Candidate]):
         self._head, self._tail = head, tail
-        self.roots = roots_of(head) + [c.root for c in tail]
+        self._roots: list[str] | None = None
+
+    @property
+    def roots(self) -> list[str]:
+        if self._roots is None:
+            self._roots = roots_of(self._head) + [c.root for c in self._tail]
+        return self._roots
 
     def index_rows(self) -> IndexRows | None:
         head = self._head.index_rows() if isinstance(self._head, LazyCandidates) else None
@@ -348,7 +353,7 @@ class Extended(LazyCandidates):
             [head.rows, np.full(len(self._tail), -1, dtype=np.int64)]))
 
     def __len__(self) -> int:
-        return len(self.roots)
+        return len(self._head) + len(self._tail)
 
     def _item(self, k: int) -> Candidate:
         n = len(self._head)

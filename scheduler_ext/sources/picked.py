@@ -97,18 +97,20 @@ class PickedCandidate(Candidate):
 
 class PickedBatch(LazyCandidates):
     """Engine candidates, best first, each made when read (``batch[k]``
-    is a ``PickedCandidate``); ``roots`` and ``weights`` are plain lists,
-    what a ranking reads of every candidate. A decision reads the few it
-    claims and offers as alternates, out of up to 1,000."""
+    is a ``PickedCandidate``). A decision reads the few it claims and
+    offers as alternates, out of every host that fits: the weights stay an
+    array, and ``roots`` is made from the index rows when first read (a
+    ranking on columns reads the rows only)."""
 
-    __slots__ = ("roots", "weights", "_picks", "_ks", "_sources", "_rows")
-    roots: list[str]
+    __slots__ = ("_roots", "_weights", "_picks", "_ks", "_sources", "_rows")
 
-    def __init__(self, roots: list[str], weights: list[float],
-                 picks: list[LazyPicks], ks: list[int],
-                 sources: Sequence[LazyPicks], rows: IndexRows | None = None):
-        self.roots = roots
-        self.weights = weights
+    def __init__(self, weights: np.ndarray, picks: list[LazyPicks], ks: list[int],
+                 sources: Sequence[LazyPicks], rows: IndexRows | None = None,
+                 roots: list[str] | None = None):
+        if roots is None and rows is None:
+            raise ValueError("a batch needs its roots or its index rows")
+        self._roots = roots
+        self._weights = weights
         #: the roots as rows of the engine index's uuids
         self._rows = rows
         self._picks = picks
@@ -116,18 +118,29 @@ class PickedBatch(LazyCandidates):
         #: the ``LazyPicks`` that ``picks`` holds, each once
         self._sources = list(sources)
 
+    @property
+    def roots(self) -> list[str]:
+        if self._roots is None:
+            assert self._rows is not None
+            self._roots = list(map(self._rows.uuids.__getitem__, self._rows.rows.tolist()))
+        return self._roots
+
     def __len__(self) -> int:
-        return len(self.roots)
+        return len(self._weights)
 
     def weight_at(self, k: int) -> float:
-        return self.weights[k]
+        return float(self._weights[k])
 
     def index_rows(self) -> IndexRows | None:
         return self._rows
 
     def _item(self, k: int) -> Candidate:
-        return PickedCandidate(self.roots[k], self.weights[k],
-                               self._picks[k], self._ks[k])
+        if self._roots is not None:
+            root = self._roots[k]
+        else:
+            assert self._rows is not None
+            root = self._rows.uuids[int(self._rows.rows[k])]
+        return PickedCandidate(root, float(self._weights[k]), self._picks[k], self._ks[k])
 
     def expect(self, ks: Sequence[int]) -> None:
         """Hint that candidates ``ks`` are read next (``LazyPicks.expect``),
@@ -149,9 +162,12 @@ class PickedBatch(LazyCandidates):
             whole = [x for b in batches for x in getattr(b, name)]
             return [whole[i] for i in order] if take is None else list(take(whole))
 
-        return cls(column("roots"), column("weights"), column("_picks"), column("_ks"),
-                   sources=[p for b in batches for p in b._sources],
-                   rows=_joined_rows(batches, order))
+        at = np.asarray(order, dtype=np.int64)
+        weights = np.concatenate([b._weights for b in batches] or [np.zeros(0)])[at]
+        rows = _joined_rows(batches, order)
+        return cls(weights, column("_picks"), column("_ks"),
+                   sources=[p for b in batches for p in b._sources], rows=rows,
+                   roots=column("roots") if rows is None else None)
 
 
 def _joined_rows(batches: Sequence[PickedBatch], order: Sequence[int]) -> IndexRows | None:
@@ -177,9 +193,5 @@ def picked_candidates(fit: Fit, positions: Sequence[int] | np.ndarray,
     n = len(picks.positions)
     rows = fit.rows[positions if isinstance(positions, np.ndarray)
                     else np.asarray(picks.positions, np.int64)]
-    # map() and tolist() loop in C: up to 1,000 candidates a decision
-    return PickedBatch(list(map(fit.index.uuids.__getitem__, rows.tolist())),
-                       weights.tolist() if isinstance(weights, np.ndarray)
-                       else list(map(float, weights)),
-                       [picks] * n, list(range(n)), (picks,),
-                       IndexRows(fit.index.uuids, rows))
+    return PickedBatch(np.asarray(weights, dtype=np.float64), [picks] * n, list(range(n)),
+                       (picks,), IndexRows(fit.index.uuids, rows))

@@ -110,13 +110,14 @@ def test_past_the_first_few_the_rest_is_built_at_once():
 
 
 def test_a_batch_lists_roots_and_weights_and_joins_in_any_order():
-    """``PickedBatch``: roots and weights without making candidates; two
-    batches joined in a given order read as their candidates in it."""
+    """``PickedBatch``: roots (from the index rows) and weights without
+    making candidates; two batches joined in a given order read as their
+    candidates in it."""
     index, fit, positions, weights = _fit()
     a = picked_candidates(fit, positions[:30], weights[:30])
     b = picked_candidates(fit, positions[30:], weights[30:])
     assert a.roots == [index.uuids[r] for r in fit.rows[positions[:30]].tolist()]
-    assert a.weights == [float(w) for w in weights[:30]]
+    assert [a.weight_at(k) for k in range(len(a))] == [float(w) for w in weights[:30]]
     order = list(range(59, -1, -2)) + list(range(0, 60, 2))
     joined = PickedBatch.joined([a, b], order)
     whole = list(a) + list(b)
