@@ -83,6 +83,8 @@ def instrument(timer: e2e.PhaseTimer) -> None:
     timer.wrap(ColumnRanking, "filtered", "filters")
     timer.wrap(ColumnRanking, "weights", "weighers")
     timer.wrap(ColumnRanking, "best_first", "weighers")
+    timer.wrap(ColumnRanking, "head_first", "weighers")
+    timer.wrap(ColumnRanking, "place", "weighers")
     # ours runs nova's filters on arrays inside nova's get_filtered_hosts
     # (the host manager's filter_handler): timed as "filters" too
     timer.wrap(host_manager.HostManager, "get_filtered_hosts", "filters")

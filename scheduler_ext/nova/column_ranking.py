@@ -463,10 +463,9 @@ class ColumnRanking:
             rows = columns.rows(roots_of(cands))
         else:
             rows = columns.rows_of_index(known.uuids, known.rows)
-            unknown = np.flatnonzero(known.rows < 0)
-            if len(unknown):
-                roots = roots_of(cands)
-                rows[unknown] = columns.rows([roots[i] for i in unknown.tolist()])
+            unknown = np.flatnonzero(known.rows < 0).tolist()
+            if unknown:     # a move's own candidates: a few
+                rows[unknown] = columns.rows([cands[i].root for i in unknown])
         held = np.flatnonzero(rows >= 0)
         answered = np.zeros(len(columns.cell_numbers) + 1, dtype=bool)
         answered[self._answered] = True
