@@ -97,6 +97,8 @@ class Follow:
 
     limit = 1000
 
+    orders_all = False
+
     def __init__(self, picks: Sequence[Any], drop: Any = None):
         self.picks = [(p.root, allocations.copy(p.allocations)) for p in picks]
         self.drop = drop
@@ -166,6 +168,8 @@ class SourceLast:
     """nova's weighers preferring any other host to the source."""
 
     limit = 1000
+
+    orders_all = False
 
     def __init__(self, source: str):
         self.source = source

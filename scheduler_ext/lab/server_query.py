@@ -17,6 +17,8 @@ class AvoidHosts:
 
     limit = 1000
 
+    orders_all = False
+
     def __init__(self, roots: set[str]):
         self.roots = roots
 

@@ -458,14 +458,15 @@ class ColumnRanking:
         in the engine's index are mapped through them, without a look-up
         per root."""
         columns = self.columns(context, cells, arrived)
-        known = cands.index_rows() if isinstance(cands, LazyCandidates) else None
-        if known is None:
+        lazy = cands if isinstance(cands, LazyCandidates) else None
+        known = lazy.index_rows() if lazy is not None else None
+        if lazy is None or known is None:
             rows = columns.rows(roots_of(cands))
         else:
             rows = columns.rows_of_index(known.uuids, known.rows)
             unknown = np.flatnonzero(known.rows < 0).tolist()
             if unknown:     # a move's own candidates: a few
-                rows[unknown] = columns.rows([cands[i].root for i in unknown])
+                rows[unknown] = columns.rows(list(map(lazy.root_at, unknown)))
         held = np.flatnonzero(rows >= 0)
         answered = np.zeros(len(columns.cell_numbers) + 1, dtype=bool)
         answered[self._answered] = True

@@ -189,6 +189,11 @@ class NovaRanking:
         self.weighing = VectorWeighing(host_manager.weighers)
 
     @property
+    def orders_all(self) -> bool:
+        """On columns every host that fits is weighed and ordered here."""
+        return self.columns is not None
+
+    @property
     def states(self) -> dict[str, Any]:
         """uuid -> HostState of every host read in this call (made when
         first asked for: by a multi-create's later instances)."""

@@ -77,14 +77,18 @@ class CandidateSource(Protocol):
     """Where candidates come from (the numpy engine, or placement): it
     answers, and keeps nothing up to date (its ``FleetUpkeep`` does)."""
 
-    def candidates(self, query: CandidateRequest, *,
-                   limit: int) -> Sequence[Candidate]:
-        """The best ``limit`` candidates for a boot, best first."""
+    def candidates(self, query: CandidateRequest, *, limit: int,
+                   ordered: bool = True) -> Sequence[Candidate]:
+        """The best ``limit`` candidates for a boot, best first (in any
+        order when not ``ordered`` and every candidate is within
+        ``limit``)."""
 
     def move_candidates(self, query: CandidateRequest, *, limit: int,
-                        source: str, released: Allocations | None) -> MoveCandidates:
+                        source: str, released: Allocations | None,
+                        ordered: bool = True) -> MoveCandidates:
         """Candidates of a move from ``source``; ``released`` (the old
-        allocations) are treated as free for the source host only."""
+        allocations) are treated as free for the source host only;
+        ``ordered`` as for ``candidates``."""
 
 
 class FleetUpkeep(Protocol):
@@ -144,6 +148,11 @@ class Ranking(Protocol):
 
     #: How many candidates to ask the source for before ranking.
     limit: int
+    @property
+    def orders_all(self) -> bool:
+        """Whether the ranking orders every candidate it is given by
+        itself: the source need not sort them when none is cut by
+        ``limit``."""
 
     def rank(self, cands: Sequence[Candidate]) -> Sequence[float | None]:
         """Per candidate, in order: its weight (higher is better), or None
@@ -208,6 +217,10 @@ class LazyCandidates(Sequence[Candidate]):
     def weight_at(self, k: int) -> float:
         """``self[k].weight`` (``0 <= k < len``)."""
         return self._item(k).weight
+
+    def root_at(self, k: int) -> str:
+        """``self[k].root`` (``0 <= k < len``)."""
+        return self.roots[k]
 
     def expect(self, ks: Sequence[int]) -> None:
         """Candidates ``ks`` are read next: a subclass that builds them in
@@ -302,15 +315,18 @@ class RankedSource:
         self.inner = inner
         self.ranking = ranking
 
-    def candidates(self, query: CandidateRequest, *,
-                   limit: int) -> Sequence[Candidate]:
-        return ranked(self.inner.candidates(query, limit=self.ranking.limit),
+    def candidates(self, query: CandidateRequest, *, limit: int,
+                   ordered: bool = True) -> Sequence[Candidate]:
+        return ranked(self.inner.candidates(query, limit=self.ranking.limit,
+                                            ordered=not self.ranking.orders_all),
                       self.ranking)
 
     def move_candidates(self, query: CandidateRequest, *, limit: int,
-                        source: str, released: Allocations | None) -> MoveCandidates:
+                        source: str, released: Allocations | None,
+                        ordered: bool = True) -> MoveCandidates:
         view = self.inner.move_candidates(query, limit=self.ranking.limit,
-                                          source=source, released=released)
+                                          source=source, released=released,
+                                          ordered=not self.ranking.orders_all)
         others = view.others
         extra = [view.same_host, view.held_source]
         n = len(others)
@@ -354,6 +370,13 @@ class Extended(LazyCandidates):
 
     def __len__(self) -> int:
         return len(self._head) + len(self._tail)
+
+    def root_at(self, k: int) -> str:
+        n = len(self._head)
+        if k >= n:
+            return self._tail[k - n].root
+        head = self._head
+        return head.root_at(k) if isinstance(head, LazyCandidates) else head[k].root
 
     def _item(self, k: int) -> Candidate:
         n = len(self._head)

@@ -43,14 +43,18 @@ class EngineCandidateSource:
         return view, cls(view.index, weighing)
 
     # --------------------------------------------------------- candidates
-    def candidates(self, query: CandidateRequest, *, limit: int) -> PickedBatch:
+    def candidates(self, query: CandidateRequest, *, limit: int,
+                   ordered: bool = True) -> PickedBatch:
         fit = self.index.fit(query)
+        if not ordered and limit >= len(fit):   # every host, in the index's order
+            return picked_candidates(fit, np.arange(len(fit)), np.zeros(len(fit)))
         picked, weights = fit.best_arrays(
             limit, weigher=self.weigher, host_subset_size=self.host_subset_size)
         return picked_candidates(fit, picked, weights)
 
     def move_candidates(self, query: CandidateRequest, *, limit: int,
-                        source: str, released: Allocations | None) -> MoveCandidates:
+                        source: str, released: Allocations | None,
+                        ordered: bool = True) -> MoveCandidates:
         """Every host weighed against the view with ``released`` freed; the
         source as it would be on that view (``same``) and as it is
         (``held_source``); the other hosts as they are. A root whose pick
@@ -86,7 +90,7 @@ class EngineCandidateSource:
                 fit.rows, held.rows[theirs])]))
         devices = whole_devices(self.index, released,
                                 same.allocations if same else None)
-        return MoveCandidates(same, _best_of(parts, limit, self.index),
+        return MoveCandidates(same, _best_of(parts, limit, self.index, ordered),
                               held_source, bool(devices))
 
     def _on_source(self, fit: Fit, i: int, weight: float,
@@ -119,12 +123,16 @@ def _drawing_on(index: CapacityIndex, fit: Fit, released: Allocations) -> np.nda
 
 
 def _best_of(parts: list[tuple[Fit, np.ndarray, np.ndarray]], limit: int,
-             index: CapacityIndex) -> PickedBatch:
+             index: CapacityIndex, ordered: bool = True) -> PickedBatch:
     """The ``limit`` best candidates over ``parts`` ((fit, positions,
-    weights) each), best first (weight, then the index's key)."""
+    weights) each), best first (weight, then the index's key); in the
+    parts' order when not ``ordered`` and all are within ``limit``."""
     rows = np.concatenate([f.rows[p] for f, p, _ in parts])
     weights = np.concatenate([w for _, _, w in parts])
-    order = index.best_of(weights, rows, limit)
+    if not ordered and limit >= len(rows):
+        order = np.arange(len(rows))
+    else:
+        order = index.best_of(weights, rows, limit)
     batches: list[PickedBatch] = []
     ranks = []          # per part, where its candidates stand in ``order``
     start = 0

@@ -131,16 +131,18 @@ class PickedBatch(LazyCandidates):
     def weight_at(self, k: int) -> float:
         return float(self._weights[k])
 
+    def root_at(self, k: int) -> str:
+        if self._roots is not None:
+            return self._roots[k]
+        assert self._rows is not None
+        return self._rows.uuids[int(self._rows.rows[k])]
+
     def index_rows(self) -> IndexRows | None:
         return self._rows
 
     def _item(self, k: int) -> Candidate:
-        if self._roots is not None:
-            root = self._roots[k]
-        else:
-            assert self._rows is not None
-            root = self._rows.uuids[int(self._rows.rows[k])]
-        return PickedCandidate(root, float(self._weights[k]), self._picks[k], self._ks[k])
+        return PickedCandidate(self.root_at(k), float(self._weights[k]), self._picks[k],
+                               self._ks[k])
 
     def expect(self, ks: Sequence[int]) -> None:
         """Hint that candidates ``ks`` are read next (``LazyPicks.expect``),

@@ -101,13 +101,15 @@ class PlacementCandidateSource:
             best.setdefault(c.root, c)
         return list(best.values())
 
-    def candidates(self, query: CandidateRequest, *, limit: int) -> list[Candidate]:
+    def candidates(self, query: CandidateRequest, *, limit: int,
+                   ordered: bool = True) -> list[Candidate]:
         cands, summaries = self._ask(query)
         return self._weighed(cands, summaries)[:limit]
 
     def move_candidates(self, query: CandidateRequest, *, limit: int,
-                        source: str, released: Allocations | None) -> MoveCandidates:
-        """See the module docstring."""
+                        source: str, released: Allocations | None,
+                        ordered: bool = True) -> MoveCandidates:
+        """See the module docstring (always best first)."""
         cands, summaries = self._ask(query)
         if not released:
             weighed = self._weighed(cands, summaries)

@@ -61,6 +61,8 @@ class Without:
 
     limit = 100
 
+    orders_all = False
+
     def __init__(self, host):
         self.host = host
         self.calls = 0
@@ -130,3 +132,34 @@ def test_holder_root_is_the_compute_root_of_the_allocations():
     assert root({pool: {"DISK_GB": 10}}) is None
     assert root({host: {"VCPU": 1}, other: {"VCPU": 1}}) is None
     assert root({host: {"VCPU": 1}, str(uuid.UUID(int=99)): {"VCPU": 1}}) is None
+
+
+def test_unordered_answers_are_the_ordered_ones_in_another_order():
+    """For a ranking that orders every candidate itself, the engine skips
+    its sort when nothing is cut: the same candidates (roots, allocations,
+    mappings), boots and moves; with a limit that cuts, still its best."""
+    client = EmbeddedPlacement()
+    agg = str(uuid.UUID(int=78))
+    for i in range(8):
+        small_host(client, f"host{i}", disk=i % 2 == 0, aggregates=(agg,))
+    add_host(client, "ss", {"DISK_GB": Inventory(5000)}, (agg,), (SHARING_TRAIT,))
+    _, source = EngineCandidateSource.build(client, se_driver.make_conf())
+    query = CandidateRequest({"VCPU": 1, "MEMORY_MB": 1024, "DISK_GB": 100})
+
+    def picks(cands):
+        return sorted((c.root, sorted(allocations.copy(c.allocations).items()),
+                       sorted((c.mappings or {}).items())) for c in cands)
+
+    ordered = source.candidates(query, limit=100)
+    unordered = source.candidates(query, limit=100, ordered=False)
+    assert picks(unordered) == picks(ordered) and len(ordered) == 8
+    rows = [source.index.row(c.root) for c in unordered]   # the index's order
+    assert rows == sorted(rows)
+    cut = source.candidates(query, limit=3, ordered=False)
+    assert [c.root for c in cut] == [c.root for c in ordered[:3]]
+    src = ordered[0]
+    old = allocations.copy(src.allocations)
+    moves = [source.move_candidates(query, limit=100, source=src.root, released=old,
+                                    ordered=flag) for flag in (True, False)]
+    assert picks(moves[1].others) == picks(moves[0].others) and len(moves[0].others) == 7
+    assert moves[1].same_host == moves[0].same_host

@@ -7,6 +7,7 @@ from scheduler_ext.sources.base import (Candidate, Inserted, MoveCandidates,
 
 class _Ranking:
     limit = 10
+    orders_all = False
 
     def __init__(self, weights):
         self.weights = weights
@@ -72,7 +73,7 @@ class _Inner:
     def __init__(self, others, same, held):
         self.view = MoveCandidates(same, others, held)
 
-    def move_candidates(self, query, *, limit, source, released):
+    def move_candidates(self, query, *, limit, source, released, ordered=True):
         return self.view
 
 
