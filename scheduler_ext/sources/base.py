@@ -185,6 +185,16 @@ class Weights(Sequence[float | None]):
         without the others)."""
         return Weights(self._values[:n], [k for k in self.best_first if k < n])
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Weights({list(self)!r})"
+
 
 @dataclasses.dataclass(frozen=True)
 class IndexRows:
