@@ -56,6 +56,7 @@ from nova.objects import base as obj_base
 from nova.scheduler import host_manager
 
 from scheduler_ext.nova.host_columns import HostColumns
+from scheduler_ext.nova.workers import Workers
 
 LOG = logging.getLogger(__name__)
 
@@ -151,10 +152,17 @@ class CellMirror:
         if changed:
             self._take_services(context, changed)
 
-    def take_nodes(self, context, started: datetime.datetime) -> None:
+    def read_nodes(self, context) -> list[dict]:
+        """The compute node rows a due refresh's second half takes (read
+        after ``due`` gave its start; see ``take_nodes``)."""
+        return _changed_rows(context, _COMPUTE_NODES, self.read_at)
+
+    def take_nodes(self, context, started: datetime.datetime,
+                   read: Callable[[], list[dict]] | None = None) -> None:
         """A due refresh's second half (``started``: what ``due`` gave): the
-        compute node rows changed."""
-        rows = _changed_rows(context, _COMPUTE_NODES, self.read_at)
+        compute node rows changed (``read_nodes``, or ``read()``: those
+        rows read elsewhere)."""
+        rows = self.read_nodes(context) if read is None else read()
         self.read_at = started
         changed = [r for r in rows if self.node_rows.get(r["id"]) != r]
         if changed:
@@ -268,6 +276,10 @@ class HostStateView:
         #: requests run concurrently (green or native threads): one at a
         #: time refreshes the mirrors and takes its built states
         self._lock = threading.Lock()
+        #: an early read's compute node rows, read beside its service rows
+        #: (a thread of its own: its reads wait for nothing but the
+        #: databases)
+        self._node_reads = Workers("scheduler-ext-node-reads")
 
     def built_states(self, context, cells: Sequence, compute_uuids: Iterable[str],
                      since: datetime.datetime | None = None) -> dict[tuple[str, str], Any]:
@@ -303,24 +315,33 @@ class HostStateView:
         ``services_taken`` is given nova's minimum ``nova-compute`` version
         over ``cells`` (``_minimum_compute_version``; None when one failed)
         once their service rows are taken, before their compute nodes are
-        read."""
+        taken. The compute node rows are read beside the service rows, on
+        the view's own thread."""
         with self._lock:
             answered, due = True, []
             for cell in cells:
                 mirror = self._mirror(cell)
                 started = mirror.due(self.refresh_interval)
-                if started is None:
-                    continue
-                if not self._in_cell(context, cell, mirror.take_services):
+                if started is not None:
+                    due.append((cell, mirror, started, self._node_reads.submit(
+                        self._read_in_cell, context, cell, mirror.read_nodes)))
+            taken = []
+            for cell, mirror, started, nodes in due:
+                if self._in_cell(context, cell, mirror.take_services):
+                    taken.append((cell, mirror, started, nodes))
+                else:
                     answered = False
-                    continue
-                due.append((cell, mirror, started))
             if services_taken is not None:
                 services_taken(self._minimum_compute_version(cells) if answered else None)
-            for cell, mirror, started in due:
+            for cell, mirror, started, nodes in taken:
                 answered &= self._in_cell(context, cell, functools.partial(
-                    mirror.take_nodes, started=started))
+                    mirror.take_nodes, started=started, read=nodes.result))
             return answered
+
+    @staticmethod
+    def _read_in_cell(context, cell, read: Callable[[Any], list[dict]]) -> list[dict]:
+        with nova_context.target_cell(context, cell) as cctxt:
+            return read(cctxt)
 
     def _minimum_compute_version(self, cells: Sequence) -> int:
         """What nova's ``get_minimum_version_all_cells(context,

@@ -143,6 +143,28 @@ class MirroredHostStates(FourComputeHosts):
             self._assert_same(everyone)
         self.assertEqual({"services": [["host2"]], "nodes": []}, taken)
 
+    def test_an_early_read_reads_the_compute_nodes_beside_the_services(self):
+        """The compute node rows are read while the service rows are: each
+        read waits (up to 10 s) for the other to start."""
+        import threading
+        self._start_compute(host="host5")
+        started = {"compute_nodes": threading.Event(), "services": threading.Event()}
+        real = host_state_view._changed_rows
+        seen = []
+
+        def read(context, table, since, where=None):
+            started[table.name].set()
+            other = "services" if table.name == "compute_nodes" else "compute_nodes"
+            seen.append(started[other].wait(10))
+            return real(context, table, since, where)
+        arrived = timeutils.utcnow()
+        with mock.patch.object(host_state_view, "_changed_rows", read):
+            self.assertTrue(self.ours.view.refresh_cells(self.ctx, self.ours.enabled_cells))
+        self.assertEqual([True, True], seen)
+        columns, _ = self.ours.view.refreshed_columns(self.ctx, self.ours.enabled_cells,
+                                                      arrived)     # not read again
+        self.assertIn(self._uuids("host5")[0], columns.row_by_uuid)
+
     def test_a_cell_refreshed_since_the_request_arrived_is_not_read_again(self):
         everyone = self._uuids("host1", "host2", "host3", "host4")
         arrived = timeutils.utcnow()
