@@ -16,7 +16,7 @@ import datetime
 import itertools
 import operator
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import nova.conf
@@ -385,10 +385,9 @@ class ColumnWeights(Weights):
         self._order: np.ndarray | None = None
         at = places.place_of_row[rows]
         first = np.flatnonzero(at >= 0)
-        #: the candidates of the first hosts, by place then position
-        self._first = first[np.argsort(at[first], kind="stable")].tolist()
-        self._kept = int(np.count_nonzero(places.position_of_row[rows] >= 0))
-        self._best_first = _PlacedOrder(self)
+        self._best_first = _PlacedOrder(
+            first[np.argsort(at[first], kind="stable")].tolist(),
+            int(np.count_nonzero(places.position_of_row[rows] >= 0)), self.order)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -414,22 +413,24 @@ class ColumnWeights(Weights):
 
 
 class _PlacedOrder(Sequence):
-    """``ColumnWeights.best_first``: its first hosts' candidates as
-    placed, the rest once read."""
+    """``ColumnWeights.best_first``: ``first`` (the candidates of the
+    first hosts, by place then position), then the rest of the ``length``
+    read from ``whole()`` (every one, in order) when asked for."""
 
-    def __init__(self, weights: ColumnWeights):
-        self.weights = weights
+    def __init__(self, first: list[int], length: int, whole: Callable[[], np.ndarray]):
+        self.first = first
+        self.length = length
+        self.whole = whole
 
     def __len__(self) -> int:
-        return self.weights._kept
+        return self.length
 
     def __getitem__(self, k):
         if isinstance(k, slice):
             return [self[j] for j in range(len(self))[k]]
-        first = self.weights._first
-        if 0 <= k < len(first):
-            return first[k]
-        return int(self.weights.order()[k])
+        if 0 <= k < len(self.first):
+            return self.first[k]
+        return int(self.whole()[k])
 
 
 def _weights_of_rows(rows: np.ndarray, best_first: np.ndarray, size: int) -> Weights:
