@@ -284,7 +284,8 @@ class HostStateView:
     def built_states(self, context, cells: Sequence, compute_uuids: Iterable[str],
                      since: datetime.datetime | None = None) -> dict[tuple[str, str], Any]:
         """(host, node) -> built host state of the compute nodes
-        ``compute_uuids`` in ``cells``, after refreshing their mirrors
+        ``compute_uuids`` in ``cells``, cell by cell in the columns' row
+        order, after refreshing their mirrors
         (unless refreshed at or after ``since``, UTC). A cell that fails to
         answer gives none of its hosts, as in nova. The built states are
         the view's: hand out ``fresh_copy``s."""
@@ -418,7 +419,11 @@ class HostStateView:
             mirror = self._refreshed(context, cell, self.refresh_interval, since)
             if mirror is None:
                 continue
-            for uuid in wanted.intersection(mirror.nodes):
+            # in the columns' row order (nova's order fills its set in it)
+            self._write_columns(mirror)
+            row = self.columns.row_by_uuid
+            for uuid in sorted(wanted.intersection(mirror.nodes),
+                               key=lambda u: row.get(u, -1)):
                 built = mirror.host_state(self.manager, uuid)
                 if built is not None:
                     states[(built.host, built.nodename)] = built
