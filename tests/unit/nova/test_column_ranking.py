@@ -4,7 +4,9 @@
 as nova's host manager hands them to a request (the built state, with the
 aggregates of its host name and its instances), in the order the columns
 give them. The hosts kept must be the same in the same order, each weight
-within 1e-9, and the order by weight the same.
+within 1e-9, and the order by weight the same. The weights a ranking hands
+on with only its first hosts placed (``ColumnWeights``) must read as the
+whole order's, in any sequence of reads.
 
 A case draws the fleet of the filtering and weighing differentials (1 to
 5,000 hosts; services, capabilities, supported instances, CPU info, stats,
