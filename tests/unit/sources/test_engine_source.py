@@ -88,16 +88,22 @@ def test_ranking_filters_every_decision():
     assert hosts[0] in roots
 
 
+def _hosts_beside_a_shared_disk(n: int) -> EngineCandidateSource:
+    """The engine's source over ``n`` small hosts (every other one with
+    its own disk) in one aggregate with a sharing disk provider."""
+    client = EmbeddedPlacement()
+    agg = str(uuid.UUID(int=77))
+    for i in range(n):
+        small_host(client, f"host{i}", disk=i % 2 == 0, aggregates=(agg,))
+    add_host(client, "ss", {"DISK_GB": Inventory(5000)}, (agg,), (SHARING_TRAIT,))
+    return EngineCandidateSource.build(client, se_driver.make_conf())[1]
+
+
 def test_candidates_are_the_engines_best_with_their_allocations():
     """The source's candidates, built from the fit's picks, are the
     engine's ``select`` answer: same roots, order, weights, allocations
     (the sharing provider's disk included) and mappings."""
-    client = EmbeddedPlacement()
-    agg = str(uuid.UUID(int=77))
-    for i in range(6):
-        small_host(client, f"host{i}", disk=i % 2 == 0, aggregates=(agg,))
-    add_host(client, "ss", {"DISK_GB": Inventory(5000)}, (agg,), (SHARING_TRAIT,))
-    _, source = EngineCandidateSource.build(client, se_driver.make_conf())
+    source = _hosts_beside_a_shared_disk(6)
     query = CandidateRequest({"VCPU": 1, "MEMORY_MB": 1024, "DISK_GB": 100})
     got = source.candidates(query, limit=4)
     expected = source.index.select(query, weigher=source.weigher, k=4)
@@ -138,12 +144,7 @@ def test_unordered_answers_are_the_ordered_ones_in_another_order():
     """For a ranking that orders every candidate itself, the engine skips
     its sort when nothing is cut: the same candidates (roots, allocations,
     mappings), boots and moves; with a limit that cuts, still its best."""
-    client = EmbeddedPlacement()
-    agg = str(uuid.UUID(int=78))
-    for i in range(8):
-        small_host(client, f"host{i}", disk=i % 2 == 0, aggregates=(agg,))
-    add_host(client, "ss", {"DISK_GB": Inventory(5000)}, (agg,), (SHARING_TRAIT,))
-    _, source = EngineCandidateSource.build(client, se_driver.make_conf())
+    source = _hosts_beside_a_shared_disk(8)
     query = CandidateRequest({"VCPU": 1, "MEMORY_MB": 1024, "DISK_GB": 100})
 
     def picks(cands):
