@@ -401,14 +401,14 @@ class Inserted(LazyCandidates):
     reads no weight further down ``best_first`` (whose far end a ranking
     may make only when read)."""
 
-    __slots__ = ("_base", "_cand", "_ahead", "_lo", "_hi", "_found")
+    __slots__ = ("_base", "_cand", "_ahead", "_lo", "_hi")
 
     def __init__(self, best_first: Sequence[Candidate], cand: Candidate, *,
                  ahead: bool = False, front: bool = False):
         self._base, self._cand, self._ahead = best_first, cand, ahead
         #: ``cand`` goes after ``best_first[:_lo]`` and before ``[_hi:]``
+        #: (its place is known once they meet)
         self._lo, self._hi = 0, 0 if front else len(best_first)
-        self._found = front or not len(best_first)
 
     def _goes_after(self, k: int) -> bool:
         base = self._base
@@ -418,7 +418,7 @@ class Inserted(LazyCandidates):
     def _at(self, k: int) -> int | None:
         """``cand``'s place when it is at most ``k``, else None (reads
         weights up to ``k`` only)."""
-        if not self._found:
+        if self._lo < self._hi:
             if self._lo <= k < self._hi:
                 if self._goes_after(k):
                     self._lo = k + 1
@@ -434,7 +434,6 @@ class Inserted(LazyCandidates):
                 else:
                     hi = mid
             self._lo = self._hi = lo
-            self._found = True
         return self._lo if self._lo <= k else None
 
     def __len__(self) -> int:
