@@ -284,10 +284,11 @@ class NovaRanking:
         totals = self.columns.weights(passed)
         head = max(HEAD_HOSTS, CONF.filter_scheduler.host_subset_size)
         if len(passed) <= 2 * head or np.isnan(totals).any():
-            order = _tried_first(self.columns.best_first(passed, totals), totals.tolist())
-            return _weights_of_rows(rows, passed.rows[order], hosts.columns.size)
-        first = _tried_first(self.columns.head_first(passed, totals, head).tolist(), totals)
-        return ColumnWeights(NovaPlaces(self.columns, passed, totals, first), rows)
+            first = self.columns.best_first(passed, totals)     # every host placed
+        else:
+            first = self.columns.head_first(passed, totals, head).tolist()
+        return ColumnWeights(NovaPlaces(self.columns, passed, totals,
+                                        _tried_first(first, totals)), rows)
 
     def rank_on_objects(self, cands: Sequence[Candidate]) -> Weights:
         """Per candidate: its weight in nova's order (higher is better), or
@@ -332,8 +333,8 @@ class NovaRanking:
 class NovaPlaces:
     """The hosts a column ranking kept, by place in the order nova tries
     them: ``first`` (positions in ``hosts``: the hosts weighing at least
-    the ``HEAD_HOSTS``-th, in the order ``_tried_first`` gave) then the
-    others by weight, ties in nova's order. A place past ``first`` is
+    the ``HEAD_HOSTS``-th, or every host, in the order ``_tried_first``
+    gave) then the others by weight, ties in nova's order. A place past ``first`` is
     found when asked for; the whole order is made only when read past
     ``first``."""
 
@@ -428,24 +429,12 @@ class _PlacedOrder(Sequence):
     def __getitem__(self, k):
         if isinstance(k, slice):
             return [self[j] for j in range(len(self))[k]]
-        if 0 <= k < len(self.first):
+        if not -self.length <= k < self.length:
+            raise IndexError(k)     # iteration ends here, without the whole order
+        k %= self.length
+        if k < len(self.first):
             return self.first[k]
         return int(self.whole()[k])
-
-
-def _weights_of_rows(rows: np.ndarray, best_first: np.ndarray, size: int) -> Weights:
-    """Per candidate (its host's row in ``rows``, -1 for none), its host's
-    weight (the hosts ``best_first``, rows out of ``size``, weigh n down
-    to 1), or None; ``best_first`` lists the candidates kept, a host's
-    in position order."""
-    place_of_row = np.full(size + 1, -1)    # row -1 reads the last: none
-    place_of_row[best_first] = np.arange(len(best_first))
-    places = place_of_row[rows]
-    kept = np.flatnonzero(places >= 0)
-    out = (len(best_first) - places).astype(float).astype(object)
-    out[places < 0] = None
-    # a stable sort keeps a host's candidates in position order
-    return Weights(out.tolist(), kept[np.argsort(places[kept], kind="stable")].tolist())
 
 
 def _tried_first(best_first: list[int], weights: Sequence[float] | np.ndarray) -> list[int]:

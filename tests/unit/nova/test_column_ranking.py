@@ -31,6 +31,7 @@ import datetime
 import os
 import random
 import uuid
+from types import SimpleNamespace
 
 import nova.conf
 import numpy as np
@@ -44,7 +45,7 @@ from oslo_utils import timeutils
 from scheduler_ext.nova import ranking as ranking_module
 from scheduler_ext.nova.column_ranking import FILTERS, ColumnRanking, NotOnColumns
 from scheduler_ext.nova.host_columns import HostColumns
-from scheduler_ext.sources.base import IndexRows, LazyCandidates
+from scheduler_ext.sources.base import IndexRows, LazyCandidates, Weights
 from tests.unit.nova import test_vector_filtering as filtering
 from tests.unit.nova import test_vector_weighing as weighing
 from tests.unit.nova.generators import fleet_size, quiet
@@ -298,11 +299,23 @@ def run_case(seed: int, conf) -> tuple[int, bool]:
     return len(hosts), True
 
 
+def _whole_weights(rows: np.ndarray, best_first: list[int]) -> Weights:
+    """The weights a ranking hands on, from the whole order: per candidate
+    (its host's row in ``rows``, -1 for none) its host's weight (the n
+    hosts of ``best_first``, rows, weigh n down to 1) or None, and the
+    candidates kept by place, a host's in position order."""
+    place = {row: k for k, row in enumerate(best_first)}
+    of = rows.tolist()
+    values = [None if r not in place else float(len(best_first) - place[r]) for r in of]
+    kept = sorted((i for i, r in enumerate(of) if r in place), key=lambda i: (place[of[i]], i))
+    return Weights(values, kept)
+
+
 def _check_placed_when_read(rng, seed, ranking, passed, totals, rows, order):
     """The weights that place the first hosts and the rest when read
-    (``ColumnWeights``) read as the whole order's (``_weights_of_rows``),
-    whatever is read first, and so do the first ``n`` candidates'."""
-    whole = ranking_module._weights_of_rows(rows, passed.rows[order], passed.columns.size)
+    (``ColumnWeights``) read as the whole order's, whatever is read first,
+    and so do the first ``n`` candidates'."""
+    whole = _whole_weights(rows, passed.rows[order].tolist())
     count = rng.randint(1, len(passed))
     first = ranking.head_first(passed, totals, count).tolist()
     assert first == order[:len(first)] and len(first) >= count, "seed %d: head" % seed
@@ -342,13 +355,25 @@ def frozen_time():
     timeutils.clear_time_override()
 
 
+class _Kept:
+    """The hosts a ranking kept, as ``NovaPlaces`` reads them."""
+
+    def __init__(self, rows: list[int], size: int):
+        self.rows = np.array(rows)
+        self.columns = SimpleNamespace(size=size)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
 def test_a_moves_source_keeps_both_its_candidates_in_position_order():
     # candidates: the source (row 5) twice, row 2 (filtered out), one with
     # no host state (-1), row 7; nova's order: row 7, then row 5
-    weights = ranking_module._weights_of_rows(np.array([5, 2, -1, 5, 7]),
-                                              np.array([7, 5]), size=8)
+    places = ranking_module.NovaPlaces(None, _Kept([5, 7], size=8), np.zeros(2), [1, 0])
+    weights = ranking_module.ColumnWeights(places, np.array([5, 2, -1, 5, 7]))
     assert list(weights) == [1.0, None, None, 1.0, 2.0]
-    assert weights.best_first == [4, 0, 3]
+    assert list(weights.best_first) == [4, 0, 3]
+    assert list(weights.first(3).best_first) == [0]
 
 
 def _state(host: str, node: str, disabled: bool = False):
